@@ -1,0 +1,43 @@
+//! Outbox on PostgreSQL.
+//!
+//! - [`migrate`]: the migration runner and the embedded SQL of owner `core` (SPEC §2).
+//! - [`publish()`] and [`publish_many()`]: write events into the caller's transaction (SPEC §3.1).
+//! - [`read`]: the xmin read, the one way every reader takes rows from the outbox (SPEC §4).
+//! - [`embedded`]: a throwaway or persistent PostgreSQL from the machine's own binaries.
+//! - `testkit` (feature `testkit`): a fresh, migrated database per test.
+//!
+//! **Architecture invariant:** this crate knows the database and nothing of
+//! HTTP: it never depends on hyper, http or any server crate, and never on
+//! `outbox-http` or `outbox-workers`. Everything it returns is an
+//! [`outbox_core`] type or one of its own.
+//!
+//! ```no_run
+//! # async fn demo(pool: sqlx::PgPool) -> outbox_pg::Result<()> {
+//! use outbox_core::NewEvent;
+//! use serde_json::json;
+//!
+//! let mut tx = pool.begin().await?;
+//! // … the application's own change, in `tx` …
+//! outbox_pg::publish(&mut *tx, &NewEvent::new("node.joined", "acme", "node/n1", json!({}))).await?;
+//! tx.commit().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod clock;
+pub mod embedded;
+mod error;
+pub mod migrate;
+mod publish;
+pub mod read;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+mod xid8;
+
+pub use error::{Error, Result};
+pub use migrate::{Migration, Migrator};
+pub use publish::{Publisher, publish, publish_many};
+pub use read::{ReadPage, ReadRequest, read};
+pub use xid8::Xid8;
+
+pub use outbox_core as core;
+pub use sqlx;

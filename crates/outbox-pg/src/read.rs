@@ -1,0 +1,245 @@
+//! The xmin read: how every reader takes rows from the outbox (SPEC §4).
+//!
+//! `seq` is drawn when a row is inserted, not when its transaction commits, so
+//! a reader that walks `seq` can hand out 42 and then never see 41, committed a
+//! moment later by a slower transaction. [`read`] therefore takes only rows of
+//! transactions older than its snapshot's xmin
+//! (`txid < pg_snapshot_xmin(pg_current_snapshot())`), all of which have
+//! finished, and orders them by `(txid, seq)`: nothing can ever commit behind a
+//! position once it was handed out. The price is latency: a row becomes visible
+//! only when every older transaction has finished.
+//!
+//! The tenant is part of the query (the `outbox_tenant_cursor` index); type
+//! patterns and the subject filter the scanned rows. A filtered read examines
+//! at most [`ReadRequest::scan_limit`] rows and reports how far it got in
+//! [`ReadPage::next_after`], so a reader whose filter matches nothing still
+//! advances instead of re-scanning the same rows forever.
+
+use outbox_core::{Event, Pattern, Position, millis};
+use serde::Deserialize;
+use serde_json::Value;
+use sqlx::types::Json;
+use sqlx::{AssertSqlSafe, PgExecutor};
+
+use crate::{Error, Result, Xid8};
+
+/// The most events one read returns.
+pub const MAX_LIMIT: usize = 10_000;
+/// The default number of rows a filtered read examines.
+pub const DEFAULT_SCAN_LIMIT: usize = 1_000;
+
+/// What to read: whose events, which, after where, and how many.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRequest {
+    /// Only this tenant's events; `None` reads every tenant.
+    pub tenant_id: Option<String>,
+    /// Only types matching one of these; empty (or containing `*`) means every type.
+    pub patterns: Vec<Pattern>,
+    /// Only events about this exact subject.
+    pub subject: Option<String>,
+    /// Read strictly after this position; `None` starts at the oldest row still stored.
+    pub after: Option<Position>,
+    /// The most events to return, 1 to [`MAX_LIMIT`].
+    pub limit: usize,
+    /// The most rows a filtered read examines before it reports how far it got.
+    pub scan_limit: usize,
+}
+
+impl Default for ReadRequest {
+    fn default() -> ReadRequest {
+        ReadRequest {
+            tenant_id: None,
+            patterns: Vec::new(),
+            subject: None,
+            after: None,
+            limit: 100,
+            scan_limit: DEFAULT_SCAN_LIMIT,
+        }
+    }
+}
+
+impl ReadRequest {
+    /// Every tenant's events, from the oldest, 100 at a time.
+    pub fn all() -> ReadRequest {
+        ReadRequest::default()
+    }
+
+    /// One tenant's events, from the oldest, 100 at a time.
+    pub fn tenant(tenant_id: impl Into<String>) -> ReadRequest {
+        ReadRequest { tenant_id: Some(tenant_id.into()), ..ReadRequest::default() }
+    }
+
+    /// Only types matching one of `patterns`.
+    pub fn types(mut self, patterns: impl IntoIterator<Item = Pattern>) -> ReadRequest {
+        self.patterns = patterns.into_iter().collect();
+        self
+    }
+
+    /// Only events about `subject`.
+    pub fn subject(mut self, subject: impl Into<String>) -> ReadRequest {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// Strictly after `position` (`None`: from the oldest row).
+    pub fn after(mut self, position: impl Into<Option<Position>>) -> ReadRequest {
+        self.after = position.into();
+        self
+    }
+
+    /// At most `limit` events.
+    pub fn limit(mut self, limit: usize) -> ReadRequest {
+        self.limit = limit;
+        self
+    }
+
+    fn type_filter(&self) -> Option<Vec<String>> {
+        let filtered = !self.patterns.is_empty() && !self.patterns.iter().any(Pattern::is_all);
+        filtered.then(|| self.patterns.iter().map(Pattern::to_sql_like).collect())
+    }
+
+    fn is_filtered(&self) -> bool {
+        self.subject.is_some() || self.type_filter().is_some()
+    }
+
+    /// How many rows the read examines (`$3` of [`statement`]): one more than `limit`
+    /// without a filter, `scan_limit` (at least that) with one.
+    pub fn rows_to_scan(&self) -> usize {
+        if self.is_filtered() { self.scan_limit.max(self.limit + 1) } else { self.limit + 1 }
+    }
+
+    /// The LIKE patterns of the type filter (`$6` of [`statement`]); `None` when every type matches.
+    pub fn like_patterns(&self) -> Option<Vec<String>> {
+        self.type_filter()
+    }
+}
+
+/// One read's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadPage {
+    /// The matching events, in `(txid, seq)` order.
+    pub events: Vec<Event>,
+    /// Where the next read continues: the last event returned, or the last row
+    /// examined when the filter skipped rows after it. Never behind `after`.
+    pub next_after: Position,
+    /// Whether rows after `next_after` were already visible: read again at once.
+    /// `false` means the read reached the visible end of the outbox.
+    pub more: bool,
+}
+
+/// Reads committed events with the xmin rule; see the module documentation.
+pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> Result<ReadPage> {
+    if !(1..=MAX_LIMIT).contains(&request.limit) {
+        return Err(Error::InvalidRequest(format!("limit must be 1 to {MAX_LIMIT} (got {})", request.limit)));
+    }
+    let scan_limit = request.rows_to_scan();
+    let after = request.after.unwrap_or(Position::START);
+    let rows: Vec<Row> = sqlx::query_as(AssertSqlSafe(statement(request)))
+        .bind(Xid8(after.txid))
+        .bind(i64::try_from(after.seq).unwrap_or(i64::MAX))
+        .bind(i64::try_from(scan_limit).unwrap_or(i64::MAX))
+        .bind(i64::try_from(request.limit + 1).unwrap_or(i64::MAX))
+        .bind(&request.tenant_id)
+        .bind(request.type_filter())
+        .bind(&request.subject)
+        .fetch_all(executor)
+        .await?;
+    page_from_rows(rows, after, request.limit, scan_limit)
+}
+
+/// The newest position visible under the xmin rule: where a stream "from now" starts.
+pub async fn head<'e>(executor: impl PgExecutor<'e>) -> Result<Position> {
+    let row: Option<(Xid8, i64)> = sqlx::query_as(
+        "SELECT txid, seq FROM outbox WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY txid DESC, seq DESC LIMIT 1",
+    )
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.map_or(Position::START, |(txid, seq)| position(txid, seq)))
+}
+
+/// The statement [`read`] runs for this request's shape (public for `EXPLAIN`).
+///
+/// Binds: `$1` after txid (`xid8`), `$2` after seq, `$3` rows to scan, `$4` events to
+/// return plus one, `$5` tenant, `$6` LIKE patterns, `$7` subject. Only fixed fragments
+/// are interpolated; every value is bound. Each shape is its own statement, so the planner
+/// picks the tenant index or the global one rather than one generic plan for both.
+pub fn statement(request: &ReadRequest) -> String {
+    let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $5" } else { "AND $5::text IS NULL" };
+    let types = if request.type_filter().is_some() { "AND topic LIKE ANY($6)" } else { "AND $6::text[] IS NULL" };
+    let subject = if request.subject.is_some() { "AND payload->>'subject' = $7" } else { "AND $7::text IS NULL" };
+    format!(
+        "WITH scan AS (
+            SELECT txid, seq, topic, payload FROM outbox
+            WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) > ($1, $2) {tenant}
+            ORDER BY txid, seq LIMIT $3
+        ), hits AS (
+            SELECT txid, seq, topic, payload FROM scan WHERE true {types} {subject}
+            ORDER BY txid, seq LIMIT $4
+        )
+        SELECT txid, seq, topic, payload, NULL::bigint AS scanned FROM hits
+        UNION ALL
+        SELECT last.txid, last.seq, NULL, NULL, counted.n
+        FROM (SELECT count(*) AS n FROM scan) counted
+        LEFT JOIN LATERAL (SELECT txid, seq FROM scan ORDER BY txid DESC, seq DESC LIMIT 1) last ON true"
+    )
+}
+
+/// `(txid, seq, topic, payload, scanned)`: an event, or (with `scanned` set) the scan's last row.
+type Row = (Option<Xid8>, Option<i64>, Option<String>, Option<Json<StoredPayload>>, Option<i64>);
+
+/// The `payload` column as the outbox writes it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredPayload {
+    id: String,
+    tenant_id: String,
+    subject: String,
+    time: String,
+    #[serde(default)]
+    data: Value,
+}
+
+fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usize) -> Result<ReadPage> {
+    let mut events = Vec::with_capacity(rows.len().min(limit + 1));
+    let mut last_scanned = None;
+    let mut scanned = 0;
+    for (txid, seq, topic, payload, scan_count) in rows {
+        match (scan_count, txid, seq) {
+            (Some(n), txid, seq) => {
+                scanned = usize::try_from(n).unwrap_or(0);
+                last_scanned = txid.zip(seq).map(|(txid, seq)| position(txid, seq));
+            }
+            (None, Some(txid), Some(seq)) => events.push(event_from_row(position(txid, seq), topic, payload)?),
+            (None, _, _) => return Err(Error::InvalidRequest("outbox row without a position".into())),
+        }
+    }
+    if events.len() > limit {
+        events.truncate(limit);
+        let next_after = events.last().map_or(after, |e| e.sequence);
+        return Ok(ReadPage { events, next_after, more: true });
+    }
+    Ok(ReadPage { events, next_after: last_scanned.unwrap_or(after), more: scanned >= scan_limit })
+}
+
+fn position(txid: Xid8, seq: i64) -> Position {
+    // seq is a bigserial and never negative.
+    Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
+}
+
+fn event_from_row(position: Position, topic: Option<String>, payload: Option<Json<StoredPayload>>) -> Result<Event> {
+    let malformed = |reason: String| Error::MalformedRow { position, reason };
+    let (Some(event_type), Some(Json(payload))) = (topic, payload) else {
+        return Err(malformed("topic or payload is null".into()));
+    };
+    let time = millis::parse(&payload.time).map_err(|e| malformed(format!("time {:?}: {e}", payload.time)))?;
+    Ok(Event {
+        id: payload.id,
+        event_type,
+        tenant_id: payload.tenant_id,
+        subject: payload.subject,
+        time,
+        sequence: position,
+        data: payload.data,
+    })
+}

@@ -1,0 +1,7 @@
+//! Integration tests of outbox-pg against a real PostgreSQL, a fresh database per test.
+
+mod concurrency;
+mod migrate;
+mod publish;
+mod read;
+mod support;

@@ -1,0 +1,115 @@
+//! The migration runner against a real database: concurrency, drift, failure, unknown rows.
+
+use outbox_pg::Error;
+use outbox_pg::migrate::{Migration, Migrator, core_migrations};
+use outbox_pg::testkit::TestDb;
+
+async fn ledger(db: &TestDb) -> Vec<String> {
+    sqlx::query_scalar("SELECT name FROM compute_migrations ORDER BY name").fetch_all(&db.pool).await.unwrap()
+}
+
+fn app_migrations() -> Vec<Migration> {
+    vec![
+        Migration::new("app/0001_init", "CREATE TABLE app_things (id bigint PRIMARY KEY)"),
+        Migration::new("app/0002_more", "ALTER TABLE app_things ADD COLUMN name text"),
+    ]
+}
+
+#[tokio::test]
+async fn concurrent_migrators_apply_each_migration_once() {
+    let db = TestDb::empty().await;
+    let migrator = Migrator::new().register(app_migrations());
+    let runs = futures_join(&db, &migrator, 6).await;
+    let mut applied: Vec<String> = runs.iter().flat_map(|r| r.applied.clone()).collect();
+    applied.sort();
+    let mut expected: Vec<String> = migrator.migrations().iter().map(|m| m.name.to_string()).collect();
+    expected.sort();
+    assert_eq!(applied, expected, "every migration applied by exactly one of the runs");
+    assert_eq!(ledger(&db).await, expected);
+    // A later run applies nothing and skips everything.
+    let again = migrator.run(&db.pool).await.unwrap();
+    assert!(again.applied.is_empty());
+    assert_eq!(again.skipped, expected.len());
+}
+
+async fn futures_join(db: &TestDb, migrator: &Migrator, n: usize) -> Vec<outbox_pg::migrate::Report> {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (pool, migrator) = (db.pool.clone(), migrator.clone());
+            tokio::spawn(async move { migrator.run(&pool).await })
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for task in tasks {
+        reports.push(task.await.unwrap().expect("migrate"));
+    }
+    reports
+}
+
+#[tokio::test]
+async fn an_edited_applied_migration_is_refused_by_name_and_nothing_runs() {
+    let db = TestDb::empty().await;
+    Migrator::new().register(app_migrations()[..1].to_vec()).run(&db.pool).await.unwrap();
+    let mut edited = app_migrations();
+    edited[0].sql = "CREATE TABLE app_things (id text PRIMARY KEY)".into();
+    let error = Migrator::new().register(edited.clone()).run(&db.pool).await.unwrap_err();
+    assert!(matches!(&error, Error::MigrationDrift { name } if name == "app/0001_init"), "{error}");
+    assert!(error.to_string().contains("app/0001_init"));
+    assert_eq!(error.code(), outbox_core::ErrorCode::MigrationDrift);
+    assert!(!ledger(&db).await.contains(&"app/0002_more".to_string()), "nothing ran after the drift");
+    let dry = Migrator::new().register(edited).pending(&db.pool).await.unwrap_err();
+    assert!(matches!(dry, Error::MigrationDrift { .. }));
+}
+
+#[tokio::test]
+async fn a_failed_migration_leaves_nothing_behind() {
+    let db = TestDb::empty().await;
+    let bad = Migration::new("app/0001_bad", "CREATE TABLE app_half (id int); SELECT 1/0;");
+    let error = Migrator::new().register([bad]).run(&db.pool).await.unwrap_err();
+    assert!(matches!(&error, Error::MigrationFailed { name, .. } if name == "app/0001_bad"), "{error}");
+    let table: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('app_half')::text").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(table, None, "the failed migration's table was rolled back");
+    let names = ledger(&db).await;
+    assert!(!names.contains(&"app/0001_bad".to_string()));
+    assert_eq!(names.len(), core_migrations().len(), "the core migrations before it stayed applied");
+}
+
+#[tokio::test]
+async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
+    let db = TestDb::empty().await;
+    let migrator = Migrator::new().register(app_migrations());
+    let pending = migrator.pending(&db.pool).await.unwrap();
+    assert_eq!(pending, ["core/0001_clock", "core/0002_base", "core/0009_runtime", "app/0001_init", "app/0002_more"]);
+    assert!(!ledger_exists(&db).await, "a dry run creates nothing");
+    migrator.run(&db.pool).await.unwrap();
+    let status = Migrator::new().status(&db.pool).await.unwrap();
+    assert_eq!(status.unknown, ["app/0001_init", "app/0002_more"]);
+    assert!(status.pending.is_empty() && status.drifted.is_empty());
+}
+
+async fn ledger_exists(db: &TestDb) -> bool {
+    sqlx::query_scalar("SELECT to_regclass('compute_migrations') IS NOT NULL").fetch_one(&db.pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn invalid_names_are_refused_before_anything_runs() {
+    let db = TestDb::empty().await;
+    let error = Migrator::new().register([Migration::new("App/0001_x", "SELECT 1")]).run(&db.pool).await.unwrap_err();
+    assert_eq!(error.code(), outbox_core::ErrorCode::InvalidConfig);
+    assert!(error.to_string().contains("App/0001_x"), "{error}");
+    assert!(!ledger_exists(&db).await);
+}
+
+#[tokio::test]
+async fn the_schema_has_every_table_of_the_spec() {
+    let db = TestDb::new().await;
+    for table in ["outbox", "outbox_cursors", "outbox_leases", "outbox_dead_letters", "compute_clock"] {
+        let found: Option<String> =
+            sqlx::query_scalar("SELECT to_regclass($1)::text").bind(table).fetch_one(&db.pool).await.unwrap();
+        assert_eq!(found.as_deref(), Some(table));
+    }
+    let index: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('outbox_tenant_cursor')::text").fetch_one(&db.pool).await.unwrap();
+    assert!(index.is_some());
+}

@@ -1,0 +1,183 @@
+//! The xmin read: the commit-order gap, filters, paging, retention.
+
+use outbox_core::{Event, Pattern, Position};
+use outbox_pg::read::{ReadRequest, head, read};
+use outbox_pg::testkit::TestDb;
+use outbox_pg::{publish, publish_many};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::support::{event, numbered, positions, read_until};
+
+/// What a naive outbox reader does: walk `seq` past a cursor.
+async fn naive_read(pool: &PgPool, after_seq: i64) -> Vec<(i64, serde_json::Value)> {
+    sqlx::query_as("SELECT seq, payload->'data' FROM outbox WHERE seq > $1 ORDER BY seq")
+        .bind(after_seq)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_commit_order_gap_loses_events_for_seq_readers_but_not_for_the_xmin_read() {
+    let db = TestDb::new().await;
+    // A inserts first (smaller txid and seq) and stays open; B inserts after it and commits.
+    let mut a = db.pool.begin().await.unwrap();
+    publish(&mut *a, &event("node.joined", "acme", json!({"who": "A"}))).await.unwrap();
+    let mut b = db.pool.begin().await.unwrap();
+    publish(&mut *b, &event("node.joined", "acme", json!({"who": "B"}))).await.unwrap();
+    b.commit().await.unwrap();
+
+    // The naive reader hands out B and moves its cursor past A's seq.
+    let naive_first = naive_read(&db.pool, 0).await;
+    assert_eq!(naive_first.len(), 1);
+    assert_eq!(naive_first[0].1, json!({"who": "B"}));
+    let naive_cursor = naive_first[0].0;
+
+    // The xmin reader shows neither while A is open.
+    let while_open = read(&db.pool, &ReadRequest::all()).await.unwrap();
+    assert!(while_open.events.is_empty(), "xmin read showed {:?} while A was open", while_open.events);
+    assert_eq!(head(&db.pool).await.unwrap(), Position::START);
+
+    a.commit().await.unwrap();
+
+    // The naive reader never sees A: it is behind its cursor.
+    let naive_after = naive_read(&db.pool, naive_cursor).await;
+    assert!(naive_after.is_empty(), "the naive reader lost A's event");
+
+    // The xmin reader now gives both, in (txid, seq) order: A, then B.
+    let events = read_until(&db.pool, ReadRequest::all(), 2).await;
+    let who: Vec<&serde_json::Value> = events.iter().map(|e| &e.data["who"]).collect();
+    assert_eq!(who, [&json!("A"), &json!("B")]);
+    assert!(events[0].sequence < events[1].sequence);
+    assert!(events[0].sequence.txid < events[1].sequence.txid);
+}
+
+#[tokio::test]
+async fn the_tenant_is_part_of_the_query() {
+    let db = TestDb::new().await;
+    let batch: Vec<_> =
+        (0..30).map(|n| event("node.joined", ["acme", "globex", "initech"][n % 3], json!({"n": n}))).collect();
+    publish_many(&db.pool, &batch).await.unwrap();
+    read_until(&db.pool, ReadRequest::all(), 30).await;
+    let acme = read(&db.pool, &ReadRequest::tenant("acme").limit(100)).await.unwrap();
+    assert_eq!(acme.events.len(), 10);
+    assert!(acme.events.iter().all(|e| e.tenant_id == "acme"));
+    assert!(!acme.more);
+    let nobody = read(&db.pool, &ReadRequest::tenant("nobody")).await.unwrap();
+    assert!(nobody.events.is_empty() && !nobody.more);
+}
+
+#[tokio::test]
+async fn pages_follow_each_other_without_gap_or_repeat() {
+    let db = TestDb::new().await;
+    let batch: Vec<_> = (0..250).map(numbered).collect();
+    publish_many(&db.pool, &batch).await.unwrap();
+    read_until(&db.pool, ReadRequest::all(), 250).await;
+    let mut request = ReadRequest::all().limit(100);
+    let mut sizes = Vec::new();
+    let mut seen: Vec<Event> = Vec::new();
+    loop {
+        let page = read(&db.pool, &request).await.unwrap();
+        sizes.push((page.events.len(), page.more));
+        seen.extend(page.events.clone());
+        if !page.more {
+            break;
+        }
+        request.after = Some(page.next_after);
+    }
+    assert_eq!(sizes, [(100, true), (100, true), (50, false)]);
+    let ns: Vec<u64> = seen.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, (0..250).collect::<Vec<u64>>());
+    let mut sorted = positions(&seen);
+    sorted.sort();
+    assert_eq!(sorted, positions(&seen));
+}
+
+#[tokio::test]
+async fn a_filter_that_matches_nothing_still_advances() {
+    let db = TestDb::new().await;
+    let batch: Vec<_> = (0..120).map(numbered).collect();
+    publish_many(&db.pool, &batch).await.unwrap();
+    let all = read_until(&db.pool, ReadRequest::all(), 120).await;
+    let end = all.last().unwrap().sequence;
+    let mut request = ReadRequest::all().types([Pattern::parse("reservation.*").unwrap()]).limit(10);
+    request.scan_limit = 50;
+    let mut steps = Vec::new();
+    loop {
+        let page = read(&db.pool, &request).await.unwrap();
+        assert!(page.events.is_empty());
+        assert!(page.next_after > request.after.unwrap_or(Position::START) || !page.more);
+        steps.push(page.next_after);
+        request.after = Some(page.next_after);
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(steps, [all[49].sequence, all[99].sequence, end], "scans 50, 50, then the last 20");
+}
+
+#[tokio::test]
+async fn patterns_and_subject_filter_after_the_tenant() {
+    let db = TestDb::new().await;
+    let mut batch = Vec::new();
+    for n in 0..40 {
+        let kind = ["reservation.active", "node.joined", "node.gpu.missing", "pool.created"][n % 4];
+        let mut e = event(kind, if n % 2 == 0 { "acme" } else { "globex" }, json!({"n": n}));
+        e.subject = format!("thing/t{}", n % 5);
+        batch.push(e);
+    }
+    publish_many(&db.pool, &batch).await.unwrap();
+    read_until(&db.pool, ReadRequest::all(), 40).await;
+    let patterns = [Pattern::parse("reservation.*").unwrap(), Pattern::parse("node.gpu.*").unwrap()];
+    let page = read(&db.pool, &ReadRequest::tenant("acme").types(patterns).limit(100)).await.unwrap();
+    let types: Vec<&str> = page.events.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(types.len(), 20);
+    assert!(types.iter().all(|t| *t == "reservation.active" || *t == "node.gpu.missing"), "{types:?}");
+    let subject = read(&db.pool, &ReadRequest::tenant("acme").subject("thing/t0")).await.unwrap();
+    let ns: Vec<u64> = subject.events.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, [0, 10, 20, 30]);
+    let star = read(&db.pool, &ReadRequest::all().types([Pattern::all()]).limit(100)).await.unwrap();
+    assert_eq!(star.events.len(), 40);
+}
+
+#[tokio::test]
+async fn sql_wildcards_in_types_are_literal() {
+    let db = TestDb::new().await;
+    publish_many(&db.pool, &[event("node.a-b", "acme", json!({})), event("node.axb", "acme", json!({}))])
+        .await
+        .unwrap();
+    read_until(&db.pool, ReadRequest::all(), 2).await;
+    // `_` would match any one character in LIKE; a pattern never contains it, but `-` and `.` must stay literal.
+    let page = read(&db.pool, &ReadRequest::all().types([Pattern::parse("node.a-b").unwrap()])).await.unwrap();
+    assert_eq!(page.events.len(), 1);
+    assert_eq!(page.events[0].event_type, "node.a-b");
+}
+
+#[tokio::test]
+async fn a_pruned_position_continues_with_the_oldest_row_still_there() {
+    let db = TestDb::new().await;
+    publish_many(&db.pool, &(0..10).map(numbered).collect::<Vec<_>>()).await.unwrap();
+    let all = read_until(&db.pool, ReadRequest::all(), 10).await;
+    sqlx::query("DELETE FROM outbox WHERE (payload->'data'->>'n')::int < 6").execute(&db.pool).await.unwrap();
+    let page = read(&db.pool, &ReadRequest::all().after(all[2].sequence)).await.unwrap();
+    assert_eq!(positions(&page.events), positions(&all[6..]));
+}
+
+#[tokio::test]
+async fn the_limit_is_checked() {
+    let db = TestDb::new().await;
+    for limit in [0, outbox_pg::read::MAX_LIMIT + 1] {
+        let error = read(&db.pool, &ReadRequest::all().limit(limit)).await.unwrap_err();
+        assert_eq!(error.code(), outbox_core::ErrorCode::InvalidInput, "{limit}");
+    }
+}
+
+#[tokio::test]
+async fn head_is_the_newest_visible_position() {
+    let db = TestDb::new().await;
+    assert_eq!(head(&db.pool).await.unwrap(), Position::START);
+    publish_many(&db.pool, &(0..5).map(numbered).collect::<Vec<_>>()).await.unwrap();
+    let all = read_until(&db.pool, ReadRequest::all(), 5).await;
+    assert_eq!(head(&db.pool).await.unwrap(), all[4].sequence);
+}

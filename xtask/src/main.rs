@@ -1,0 +1,74 @@
+//! Project automation, run as `cargo xtask <command>`.
+//!
+//! - `migrate [--dry-run]`: apply the migrations to `DATABASE_URL`.
+//! - `test [-- <cargo test args>]`: bring up the services the tests need, then run every test.
+//! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the tests.
+//! - `bench publish`: publishing throughput against its physical limits, as ratios.
+//! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
+
+mod bench;
+mod ci;
+mod explain;
+mod migrate;
+mod services;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Outbox project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply the migrations to DATABASE_URL.
+    Migrate {
+        /// List what would run, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Bring up PostgreSQL (reuse, start, or install), then run every test.
+    Test {
+        /// Extra arguments for `cargo test`, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Format check, clippy, dependency-graph rules, plan check, then every test.
+    Ci,
+    /// Benchmarks that print ratios measured side by side.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+    /// Print the plans of the tenant and global reads on a large table; fail on a full sort or scan.
+    Explain {
+        /// Rows in the table.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Migrate { dry_run } => migrate::run(dry_run),
+        Command::Test { args } => services::run_tests(&args),
+        Command::Ci => ci::run(),
+        Command::Bench { which } => bench::run(which),
+        Command::Explain { rows } => explain::run(rows),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// A multi-threaded runtime for the async parts.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
