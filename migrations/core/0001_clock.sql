@@ -6,7 +6,8 @@ CREATE TABLE compute_clock (
 );
 INSERT INTO compute_clock DEFAULT VALUES;
 
--- The one place that calls now(). STABLE: the same value within a statement.
+-- The one place that calls now(), which is the transaction's start time: every
+-- row a transaction writes gets the same timestamp.
 CREATE FUNCTION compute_now() RETURNS timestamptz
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$ SELECT now() + (SELECT offset_interval FROM compute_clock) $$;

@@ -3,17 +3,30 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// The `outbox` binary in the target directory of this test binary (`cargo xtask test` builds it first).
+/// The `outbox` binary, built fresh once per test run.
+///
+/// It is built into a target directory of its own (`<target>/e2e`): `cargo test` unifies
+/// features across the workspace's dev-dependencies, `cargo build -p outbox-server` does not,
+/// so sharing one directory would make each rebuild what the other just built.
 pub fn outbox_binary() -> PathBuf {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(build_outbox).clone()
+}
+
+fn build_outbox() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/e2e-<hash> -> target/<profile>/outbox
-    let path = exe.parent().and_then(|deps| deps.parent()).map(|dir| dir.join("outbox")).expect("a target directory");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p outbox-server` first, or run the tests with `cargo xtask test`",
-        path.display()
-    );
-    path
+    // <target>/<profile>/deps/e2e-<hash>
+    let target = exe.ancestors().nth(3).expect("a target directory").join("e2e");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox", "--target-dir"])
+        .arg(&target)
+        .status()
+        .expect("running cargo build for the outbox binary");
+    assert!(status.success(), "building the outbox binary failed");
+    let binary = target.join("debug").join("outbox");
+    assert!(binary.exists(), "{} is missing after cargo build", binary.display());
+    binary
 }
 
 /// Runs `outbox args…` with `env` to completion.

@@ -34,6 +34,7 @@ pub fn run() -> anyhow::Result<()> {
     step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     check_layers()?;
     eprintln!("xtask: the dependency graph keeps its layers");
+    deny()?;
     crate::explain::run(1_000_000)?;
     crate::services::run_tests(&[])
 }
@@ -47,9 +48,29 @@ fn step(what: &str, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fails when a crate's normal dependency graph contains a crate its layer forbids.
+/// The only workspace crates that may name `sqlx` directly; everything else goes through
+/// `outbox-pg` (`outbox_pg::sqlx`). The same rule as `deny.toml`'s wrappers, checked without cargo-deny.
+const SQLX_WRAPPERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e"];
+const WORKSPACE: &[&str] = &[
+    "outbox-core",
+    "outbox-pg",
+    "outbox-http",
+    "outbox-workers",
+    "outbox-client",
+    "outbox-server",
+    "xtask",
+    "outbox-e2e",
+];
+
+/// Fails when a crate's normal dependency graph contains a crate its layer forbids, or a crate
+/// other than the wrappers depends on `sqlx` directly.
 pub fn check_layers() -> anyhow::Result<()> {
     let mut broken = Vec::new();
+    for krate in WORKSPACE.iter().filter(|k| !SQLX_WRAPPERS.contains(k)) {
+        if direct_dependencies(krate)?.contains("sqlx") {
+            broken.push(format!("{krate} depends on sqlx directly: use outbox_pg::sqlx"));
+        }
+    }
     for (krate, forbidden, why) in LAYERS {
         let graph = dependencies(krate)?;
         for name in forbidden.iter().filter(|name| graph.contains(**name)) {
@@ -63,8 +84,19 @@ pub fn check_layers() -> anyhow::Result<()> {
 }
 
 fn dependencies(krate: &str) -> anyhow::Result<BTreeSet<String>> {
+    tree(krate, &[])
+}
+
+fn direct_dependencies(krate: &str) -> anyhow::Result<BTreeSet<String>> {
+    tree(krate, &["--depth", "1", "--edges", "all"])
+}
+
+fn tree(krate: &str, extra: &[&str]) -> anyhow::Result<BTreeSet<String>> {
+    let edges = if extra.is_empty() { &["--edges", "normal"][..] } else { &[][..] };
     let output = Command::new(cargo())
-        .args(["tree", "--package", krate, "--edges", "normal", "--prefix", "none", "--format", "{p}"])
+        .args(["tree", "--package", krate, "--prefix", "none", "--format", "{p}"])
+        .args(edges)
+        .args(extra)
         .output()
         .context("running cargo tree")?;
     if !output.status.success() {
@@ -72,4 +104,16 @@ fn dependencies(krate: &str) -> anyhow::Result<BTreeSet<String>> {
     }
     let text = String::from_utf8(output.stdout)?;
     Ok(text.lines().skip(1).filter_map(|line| line.split_whitespace().next()).map(str::to_owned).collect())
+}
+
+/// `cargo deny --offline check bans licenses sources` when cargo-deny is installed; says so when not.
+fn deny() -> anyhow::Result<()> {
+    let installed = Command::new(cargo()).args(["deny", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!(
+            "xtask: cargo-deny is not installed; skipping deny.toml (the layer check above covers its sqlx rule)"
+        );
+        return Ok(());
+    }
+    step("cargo deny", &["deny", "--offline", "check", "bans", "licenses", "sources"])
 }

@@ -31,11 +31,6 @@ impl Postgres {
 /// `cargo xtask test`: PostgreSQL up, then `cargo test --workspace` with `DATABASE_URL` set.
 pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
     let postgres = postgres()?;
-    // The end-to-end tests run the real binary, which `cargo test` does not build for another package.
-    let built = Command::new(cargo()).args(["build", "--package", "outbox-server", "--bin", "outbox"]).status()?;
-    if !built.success() {
-        bail!("building the outbox binary failed ({built})");
-    }
     let status = Command::new(cargo())
         .args(["test", "--workspace"])
         .args(args)

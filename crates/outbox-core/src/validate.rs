@@ -127,6 +127,9 @@ fn check_data(data: &Value, limits: &Limits) -> Result<(), String> {
     if !data.is_object() {
         return Err(format!("must be a JSON object (got {})", json_kind(data)));
     }
+    if contains_nul(data) {
+        return Err("must not contain the NUL character (\\u0000), which PostgreSQL's jsonb refuses".into());
+    }
     let depth = depth(data);
     if depth > limits.max_data_depth {
         return Err(format!("must nest at most {} levels deep (got {depth})", limits.max_data_depth));
@@ -155,6 +158,16 @@ fn depth(value: &Value) -> usize {
         Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
         Value::Object(fields) => 1 + fields.values().map(depth).max().unwrap_or(0),
         _ => 0,
+    }
+}
+
+/// Whether any string or key holds U+0000.
+fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(fields) => fields.iter().any(|(key, value)| key.contains('\0') || contains_nul(value)),
+        _ => false,
     }
 }
 
@@ -261,6 +274,8 @@ mod tests {
         check(|e| e.data = json!([]), Some(("data", "must be a JSON object (got an array)")));
         check(|e| e.data = json!(null), Some(("data", "(got null)")));
         check(|e| e.data = json!("x"), Some(("data", "(got a string)")));
+        check(|e| e.data = json!({"a": ["x\u{0}y"]}), Some(("data", "must not contain the NUL character")));
+        check(|e| e.data = json!({"a\u{0}": 1}), Some(("data", "must not contain the NUL character")));
         check(|e| e.data = nested(32), None);
         check(|e| e.data = nested(33), Some(("data", "at most 32 levels deep (got 33)")));
         // {"s":"…"} is 8 bytes of framing around the string.

@@ -101,6 +101,8 @@ pub struct Report {
 #[derive(Debug, Clone)]
 pub struct Migrator {
     migrations: Vec<Migration>,
+    /// How many leading migrations are Outbox's own (owner `core`); the rest were registered.
+    builtin: usize,
 }
 
 impl Default for Migrator {
@@ -112,10 +114,13 @@ impl Default for Migrator {
 impl Migrator {
     /// A migrator holding `core`'s migrations.
     pub fn new() -> Migrator {
-        Migrator { migrations: core_migrations() }
+        let migrations = core_migrations();
+        Migrator { builtin: migrations.len(), migrations }
     }
 
     /// Appends an owner's migrations; they run after everything registered before.
+    /// Owner `core` is reserved for Outbox's own migrations: registering it is refused by
+    /// [`Migrator::check`] (and so by every run).
     pub fn register(mut self, migrations: impl IntoIterator<Item = Migration>) -> Migrator {
         self.migrations.extend(migrations);
         self
@@ -130,9 +135,12 @@ impl Migrator {
     pub fn check(&self) -> Result<()> {
         let mut finished_owners: Vec<&str> = Vec::new();
         let mut previous: Option<&Migration> = None;
-        for migration in &self.migrations {
+        for (index, migration) in self.migrations.iter().enumerate() {
             check_name(&migration.name).map_err(|reason| invalid(migration, reason))?;
             let owner = migration.owner();
+            if index >= self.builtin && owner == "core" {
+                return Err(invalid(migration, "owner core is reserved for Outbox's own migrations".into()));
+            }
             if previous.is_none() && owner != "core" {
                 return Err(invalid(migration, "the first owner must be core".into()));
             }
@@ -279,7 +287,9 @@ mod tests {
 
     #[track_caller]
     fn check(names: &[&str], expect: std::result::Result<(), &str>) {
-        let migrator = Migrator { migrations: names.iter().map(|n| Migration::new(n.to_string(), "")).collect() };
+        let migrations: Vec<Migration> = names.iter().map(|n| Migration::new(n.to_string(), "")).collect();
+        let builtin = migrations.iter().take_while(|m| m.owner() == "core").count();
+        let migrator = Migrator { migrations, builtin };
         let got = migrator.check().map_err(|e| e.to_string());
         match expect {
             Ok(()) => assert!(got.is_ok(), "{names:?}: {got:?}"),
@@ -307,8 +317,14 @@ mod tests {
         check(&["billing/0001_init", "core/0001_clock"], Err("the first owner must be core"));
         check(&["core/0002_base", "core/0001_clock"], Err("strictly increase"));
         check(&["core/0001_a", "core/0001_b"], Err("strictly increase"));
-        check(&["core/0001_a", "billing/0001_b", "core/0002_c"], Err("owner core is out of place"));
+        check(&["core/0001_a", "billing/0001_b", "core/0002_c"], Err("\"core/0002_c\": owner core is reserved"));
         check(&["core/0001_a", "x/0001_b", "y/0001_c", "x/0002_d"], Err("owner x is out of place"));
+    }
+
+    #[test]
+    fn registering_owner_core_is_refused() {
+        let error = Migrator::new().register([Migration::new("core/0010_mine", "")]).check().unwrap_err();
+        assert!(error.to_string().contains("owner core is reserved"), "{error}");
     }
 
     #[test]

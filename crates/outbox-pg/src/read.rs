@@ -23,8 +23,11 @@ use sqlx::{AssertSqlSafe, PgExecutor};
 
 use crate::{Error, Result, Xid8};
 
-/// The most events one read returns.
-pub const MAX_LIMIT: usize = 10_000;
+/// The most events one read returns (the history API's own maximum).
+pub const MAX_LIMIT: usize = 1_000;
+/// The most rows one read examines. `cargo xtask explain` checks that reads of this size
+/// still walk the index in order instead of collecting and sorting a tenant's rows.
+pub const MAX_SCAN: usize = 1_001;
 /// The default number of rows a filtered read examines.
 pub const DEFAULT_SCAN_LIMIT: usize = 1_000;
 
@@ -41,7 +44,8 @@ pub struct ReadRequest {
     pub after: Option<Position>,
     /// The most events to return, 1 to [`MAX_LIMIT`].
     pub limit: usize,
-    /// The most rows a filtered read examines before it reports how far it got.
+    /// The most rows a filtered read examines before it reports how far it got
+    /// (kept within `limit + 1 ..= MAX_SCAN`).
     pub scan_limit: usize,
 }
 
@@ -103,9 +107,9 @@ impl ReadRequest {
     }
 
     /// How many rows the read examines (`$3` of [`statement`]): one more than `limit`
-    /// without a filter, `scan_limit` (at least that) with one.
+    /// without a filter; with one, `scan_limit` within `limit + 1 ..= MAX_SCAN`.
     pub fn rows_to_scan(&self) -> usize {
-        if self.is_filtered() { self.scan_limit.max(self.limit + 1) } else { self.limit + 1 }
+        if self.is_filtered() { self.scan_limit.clamp(self.limit + 1, MAX_SCAN) } else { self.limit + 1 }
     }
 
     /// The LIKE patterns of the type filter (`$6` of [`statement`]); `None` when every type matches.
@@ -147,14 +151,13 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
     page_from_rows(rows, after, request.limit, scan_limit)
 }
 
+/// The statement of [`head`] (public for `EXPLAIN`): a backward walk of `outbox_txid_seq`.
+pub const HEAD_STATEMENT: &str = "SELECT txid, seq FROM outbox WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
+     ORDER BY txid DESC, seq DESC LIMIT 1";
+
 /// The newest position visible under the xmin rule: where a stream "from now" starts.
 pub async fn head<'e>(executor: impl PgExecutor<'e>) -> Result<Position> {
-    let row: Option<(Xid8, i64)> = sqlx::query_as(
-        "SELECT txid, seq FROM outbox WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
-         ORDER BY txid DESC, seq DESC LIMIT 1",
-    )
-    .fetch_optional(executor)
-    .await?;
+    let row: Option<(Xid8, i64)> = sqlx::query_as(HEAD_STATEMENT).fetch_optional(executor).await?;
     Ok(row.map_or(Position::START, |(txid, seq)| position(txid, seq)))
 }
 
@@ -211,9 +214,14 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
                 last_scanned = txid.zip(seq).map(|(txid, seq)| position(txid, seq));
             }
             (None, Some(txid), Some(seq)) => events.push(event_from_row(position(txid, seq), topic, payload)?),
-            (None, _, _) => return Err(Error::InvalidRequest("outbox row without a position".into())),
+            (None, _, _) => {
+                let reason = "a row without a position".into();
+                return Err(Error::MalformedRow { position: after, reason });
+            }
         }
     }
+    // UNION ALL keeps its branches' order in practice, not by contract: sort to be sure.
+    events.sort_by_key(|event: &Event| event.sequence);
     if events.len() > limit {
         events.truncate(limit);
         let next_after = events.last().map_or(after, |e| e.sequence);

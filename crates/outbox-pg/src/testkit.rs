@@ -74,12 +74,23 @@ impl TestDb {
     async fn open(admin_url: &str, name: String) -> TestDb {
         let url = database_url(admin_url, &name);
         let pool = PgPoolOptions::new()
-            .max_connections(20)
+            .max_connections(10)
             .acquire_timeout(Duration::from_secs(30))
             .connect(&url)
             .await
             .unwrap_or_else(|e| panic!("connecting to test database {name}: {e}"));
         TestDb { pool, url, name }
+    }
+
+    /// Panics naming every event type in this database's outbox that `catalog` does not
+    /// hold: the check that everything a test published is catalogued (SPEC §3.2).
+    pub async fn assert_all_catalogued(&self, catalog: &outbox_core::Catalog) {
+        let types: Vec<String> = sqlx::query_scalar("SELECT DISTINCT topic FROM outbox ORDER BY topic")
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("reading the published types: {e}"));
+        let missing: Vec<&String> = types.iter().filter(|t| !catalog.check_type(t)).collect();
+        assert!(missing.is_empty(), "published types missing from the event catalog: {missing:?}");
     }
 
     /// The database's name.
@@ -114,6 +125,7 @@ impl Drop for TestDb {
 fn server() -> &'static Server {
     SERVER.get_or_init(|| {
         if let Some(url) = std::env::var("DATABASE_URL").ok().filter(|url| answers(url)) {
+            drop_leftovers(&url);
             return Server { admin_url: url, _embedded: None };
         }
         let embedded = EmbeddedPostgres::start(EmbeddedOptions::throwaway().stop_with_process()).unwrap_or_else(|e| {
@@ -121,6 +133,36 @@ fn server() -> &'static Server {
         });
         Server { admin_url: embedded.url(), _embedded: Some(embedded) }
     })
+}
+
+/// Drops the databases of earlier test processes on this machine that died before dropping
+/// their own (`outbox_test_<pid>_<n>` whose pid is gone). A plain `DROP DATABASE` refuses a
+/// database that still has sessions, so one in use by a live run elsewhere is left alone.
+fn drop_leftovers(url: &str) {
+    let url = url.to_owned();
+    let _ = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        runtime.block_on(async {
+            let mut admin = PgConnection::connect(&url).await.ok()?;
+            let names: Vec<String> =
+                sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname ~ '^outbox_test_[0-9]+_[0-9]+$'")
+                    .fetch_all(&mut admin)
+                    .await
+                    .ok()?;
+            for name in names.iter().filter(|name| owner_is_gone(name)) {
+                let sql = format!("DROP DATABASE IF EXISTS \"{name}\"");
+                let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut admin).await;
+            }
+            Some(())
+        })
+    })
+    .join();
+}
+
+/// Whether the process that named a test database `outbox_test_<pid>_<n>` no longer runs here.
+fn owner_is_gone(name: &str) -> bool {
+    let pid = name.trim_start_matches("outbox_test_").split('_').next().unwrap_or_default();
+    pid != std::process::id().to_string() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Whether `url` accepts a connection within a few seconds.

@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use outbox_pg::Migrator;
 use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres};
+use outbox_pg::sqlx;
 
 #[derive(Parser)]
 #[command(name = "outbox", version, about = "A transactional outbox for PostgreSQL")]

@@ -5,3 +5,4 @@
 //! intersection. Case counts are kept moderate so the binary runs in seconds.
 
 mod pattern;
+mod position;

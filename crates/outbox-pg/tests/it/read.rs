@@ -59,11 +59,18 @@ async fn the_tenant_is_part_of_the_query() {
     let batch: Vec<_> =
         (0..30).map(|n| event("node.joined", ["acme", "globex", "initech"][n % 3], json!({"n": n}))).collect();
     publish_many(&db.pool, &batch).await.unwrap();
-    read_until(&db.pool, ReadRequest::all(), 30).await;
-    let acme = read(&db.pool, &ReadRequest::tenant("acme").limit(100)).await.unwrap();
-    assert_eq!(acme.events.len(), 10);
-    assert!(acme.events.iter().all(|e| e.tenant_id == "acme"));
-    assert!(!acme.more);
+    let all = read_until(&db.pool, ReadRequest::all(), 30).await;
+    // A limit smaller than the tenant's rows: a filter applied after the query would return
+    // fewer than 3 (the first 3 rows hold one acme event), the query filter returns 3.
+    let acme = read(&db.pool, &ReadRequest::tenant("acme").limit(3)).await.unwrap();
+    let ns: Vec<u64> = acme.events.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, [0, 3, 6]);
+    assert!(acme.more);
+    assert_eq!(acme.next_after, all[6].sequence);
+    let rest = read(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after).limit(100)).await.unwrap();
+    assert_eq!(rest.events.len(), 7);
+    assert!(rest.events.iter().all(|e| e.tenant_id == "acme"));
+    assert!(!rest.more);
     let nobody = read(&db.pool, &ReadRequest::tenant("nobody")).await.unwrap();
     assert!(nobody.events.is_empty() && !nobody.more);
 }
@@ -142,16 +149,46 @@ async fn patterns_and_subject_filter_after_the_tenant() {
 }
 
 #[tokio::test]
-async fn sql_wildcards_in_types_are_literal() {
+async fn patterns_in_sql_select_exactly_what_pattern_matches_selects() {
     let db = TestDb::new().await;
-    publish_many(&db.pool, &[event("node.a-b", "acme", json!({})), event("node.axb", "acme", json!({}))])
-        .await
-        .unwrap();
-    read_until(&db.pool, ReadRequest::all(), 2).await;
-    // `_` would match any one character in LIKE; a pattern never contains it, but `-` and `.` must stay literal.
-    let page = read(&db.pool, &ReadRequest::all().types([Pattern::parse("node.a-b").unwrap()])).await.unwrap();
-    assert_eq!(page.events.len(), 1);
-    assert_eq!(page.events[0].event_type, "node.a-b");
+    let types = ["node.a-b", "node.axb", "node.a", "node.gpu.missing", "nodes.a", "reservation.node.a", "a.b"];
+    publish_many(&db.pool, &types.map(|t| event(t, "acme", json!({})))).await.unwrap();
+    read_until(&db.pool, ReadRequest::all(), types.len()).await;
+    for pattern in ["node.a-b", "node.*", "node*", "*.a", "*node*", "node.a*b", "*", "a.b", "node.*.missing", "x.*"] {
+        let pattern = Pattern::parse(pattern).unwrap();
+        let page = read(&db.pool, &ReadRequest::all().types([pattern.clone()]).limit(100)).await.unwrap();
+        let got: Vec<&str> = page.events.iter().map(|e| e.event_type.as_str()).collect();
+        let expected: Vec<&str> = types.iter().copied().filter(|t| pattern.matches(t)).collect();
+        assert_eq!(got, expected, "pattern {pattern}");
+    }
+}
+
+#[tokio::test]
+async fn a_filtered_read_that_fills_its_limit_continues_after_its_last_event() {
+    let db = TestDb::new().await;
+    let batch: Vec<_> = (0..60)
+        .map(|n| event(if n % 2 == 0 { "reservation.active" } else { "node.joined" }, "acme", json!({"n": n})))
+        .collect();
+    publish_many(&db.pool, &batch).await.unwrap();
+    read_until(&db.pool, ReadRequest::all(), 60).await;
+    let mut request = ReadRequest::all().types([Pattern::parse("reservation.*").unwrap()]).limit(10);
+    let mut pages = Vec::new();
+    loop {
+        let page = read(&db.pool, &request).await.unwrap();
+        let ns: Vec<u64> = page.events.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+        if let Some(last) = page.events.last() {
+            assert!(page.next_after >= last.sequence);
+        }
+        pages.push((ns, page.more));
+        request.after = Some(page.next_after);
+        if !page.more {
+            break;
+        }
+    }
+    let first: Vec<u64> = (0..20).step_by(2).collect();
+    assert_eq!(pages[0], (first, true), "a full page ends at its last event");
+    let all: Vec<u64> = pages.iter().flat_map(|(ns, _)| ns.clone()).collect();
+    assert_eq!(all, (0..60).step_by(2).collect::<Vec<u64>>());
 }
 
 #[tokio::test]

@@ -22,14 +22,15 @@ pub fn numbered(n: usize) -> NewEvent {
 /// server (other tests' too) has finished, so a test waits for visibility with a deadline.
 pub async fn read_until(pool: &PgPool, mut request: ReadRequest, want: usize) -> Vec<Event> {
     let deadline = Instant::now() + Duration::from_secs(20);
+    let mut poll = tokio::time::interval(Duration::from_millis(20));
     let mut seen = Vec::new();
     while seen.len() < want && Instant::now() < deadline {
         let page = read(pool, &request).await.expect("read");
         request.after = Some(page.next_after);
-        let empty = page.events.is_empty();
+        let caught_up = !page.more;
         seen.extend(page.events);
-        if empty && !page.more {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if caught_up {
+            poll.tick().await;
         }
     }
     seen
