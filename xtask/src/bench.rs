@@ -93,19 +93,19 @@ async fn bench_publish(pool: &PgPool, rows: usize, rounds: usize, singles: usize
     for (slot, contender) in contenders.iter().enumerate() {
         println!("  {:<24} {:>10.0} events/s", contender.label(), rate(slot));
     }
-    let line = |ours: usize, limit: usize, target: f64| {
+    let line = |ours: usize, limit: usize, target: Option<f64>| {
         let ratio = rate(ours) / rate(limit);
-        let verdict = if ratio >= target { "meets" } else { "MISSES" };
-        println!(
-            "  ratio {} / {} = {ratio:.2} ({verdict} target >= {target:.2})",
-            contenders[ours].label(),
-            contenders[limit].label()
-        );
+        let verdict = match target {
+            Some(target) if ratio >= target => format!("meets target >= {target:.2}"),
+            Some(target) => format!("MISSES target >= {target:.2}"),
+            None => "no target: one-row transactions measure commits, not loading".into(),
+        };
+        println!("  ratio {} / {} = {ratio:.2} ({verdict})", contenders[ours].label(), contenders[limit].label());
     };
-    line(0, 1, 0.0);
-    line(2, 3, 0.7);
-    line(4, 5, 0.7);
-    line(6, 7, 0.9);
+    line(0, 1, None);
+    line(2, 3, Some(0.7));
+    line(4, 5, Some(0.7));
+    line(6, 7, Some(0.9));
     Ok(())
 }
 
