@@ -24,7 +24,7 @@ pub enum Which {
         #[arg(long, default_value_t = 10_000)]
         rows: usize,
         /// Rounds; contenders alternate within each.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 5)]
         rounds: usize,
         /// Single-event transactions per contender per round (each commits).
         #[arg(long, default_value_t = 1_000)]
@@ -36,7 +36,14 @@ pub fn run(which: Which) -> anyhow::Result<()> {
     let Which::Publish { rows, rounds, singles } = which;
     let server = postgres()?;
     crate::runtime()?.block_on(async {
-        let db = ScratchDatabase::create(&server.url(), "outbox_bench").await?;
+        let socket = server.socket_dir();
+        match &socket {
+            Some(dir) => println!("bench publish: connected through the Unix socket in {}", dir.display()),
+            None => {
+                println!("bench publish: connected over TCP (sqlx 0.9.0 leaves Nagle on: large messages wait ~40 ms)")
+            }
+        }
+        let db = ScratchDatabase::create_via(&server.url(), socket.as_deref(), "outbox_bench").await?;
         let result = bench_publish(&db.pool, rows, rounds, singles).await;
         db.drop_now().await?;
         result
@@ -75,7 +82,13 @@ async fn bench_publish(pool: &PgPool, rows: usize, rounds: usize, singles: usize
     ];
     let mut totals = vec![(0_usize, Duration::ZERO); contenders.len()];
     for round in 0..rounds {
-        for (slot, contender) in contenders.iter().enumerate() {
+        // Every other round runs the contenders in reverse, so that none always follows the
+        // same neighbour (a large COPY leaves the server busy writing back for a moment).
+        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for (slot, contender) in order.into_iter().map(|slot| (slot, &contenders[slot])) {
             let n = match contender {
                 Contender::PublishMany(1) | Contender::Copy(1) | Contender::Publish | Contender::Insert => singles,
                 _ => rows,

@@ -26,6 +26,22 @@ impl Postgres {
             Postgres::Embedded(embedded) => embedded.url(),
         }
     }
+
+    /// The server's Unix socket directory when it is on this machine and has one.
+    ///
+    /// sqlx 0.9.0 leaves Nagle's algorithm on for TCP, so a message larger than one segment
+    /// waits ~40 ms for the server's delayed ACK; measurements go through the socket instead.
+    pub fn socket_dir(&self) -> Option<std::path::PathBuf> {
+        let (dir, port) = match self {
+            Postgres::Running(url) => {
+                let options: sqlx::postgres::PgConnectOptions = url.parse().ok()?;
+                let local = matches!(options.get_host(), "127.0.0.1" | "localhost" | "::1");
+                (local.then(|| std::path::PathBuf::from("/var/run/postgresql"))?, options.get_port())
+            }
+            Postgres::Embedded(embedded) => (embedded.data_dir().to_path_buf(), embedded.port()),
+        };
+        dir.join(format!(".s.PGSQL.{port}")).exists().then_some(dir)
+    }
 }
 
 /// `cargo xtask test`: PostgreSQL up, then `cargo test --workspace` with `DATABASE_URL` set.
@@ -117,6 +133,21 @@ pub struct ScratchDatabase {
 }
 
 impl ScratchDatabase {
+    /// A scratch database reached through `socket_dir` when given, else over TCP.
+    pub async fn create_via(
+        server_url: &str,
+        socket_dir: Option<&Path>,
+        prefix: &str,
+    ) -> anyhow::Result<ScratchDatabase> {
+        let db = ScratchDatabase::create(server_url, prefix).await?;
+        let Some(dir) = socket_dir else { return Ok(db) };
+        db.pool.close().await;
+        let options: sqlx::postgres::PgConnectOptions = server_url.parse()?;
+        let options = options.socket(dir).database(&db.name);
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect_with(options).await?;
+        Ok(ScratchDatabase { pool, ..db })
+    }
+
     pub async fn create(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {
         use sqlx::Connection;
         let name = format!("{prefix}_{}", std::process::id());
