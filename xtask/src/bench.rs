@@ -30,10 +30,18 @@ pub enum Which {
         #[arg(long, default_value_t = 1_000)]
         singles: usize,
     },
+    /// SSE delivery and history pages against the bare xmin query.
+    Http,
+    /// The nats and redis sinks against bare publish loops.
+    Sinks,
 }
 
 pub fn run(which: Which) -> anyhow::Result<()> {
-    let Which::Publish { rows, rounds, singles } = which;
+    let (rows, rounds, singles) = match which {
+        Which::Publish { rows, rounds, singles } => (rows, rounds, singles),
+        Which::Http => return crate::bench_http::run(),
+        Which::Sinks => return crate::bench_sinks::run(),
+    };
     let server = postgres()?;
     crate::runtime()?.block_on(async {
         let socket = server.socket_dir();

@@ -5,9 +5,13 @@
 //! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the tests.
 //! - `bench publish`: publishing throughput against its physical limits, as ratios.
 //! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
+//! - `codegen [--check]`: regenerate the protobuf Rust code from `proto/` (with protox, no protoc).
 
 mod bench;
+mod bench_http;
+mod bench_sinks;
 mod ci;
+mod codegen;
 mod explain;
 mod migrate;
 mod services;
@@ -42,6 +46,12 @@ enum Command {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// Regenerate the checked-in protobuf code from proto/ (--check: fail if it is stale).
+    Codegen {
+        /// Compare instead of writing; fail when the checked-in code differs.
+        #[arg(long)]
+        check: bool,
+    },
     /// Print the plans of the tenant and global reads on a large table; fail on a full sort or scan.
     Explain {
         /// Rows in the table.
@@ -58,6 +68,7 @@ fn main() -> std::process::ExitCode {
         Command::Ci => ci::run(),
         Command::Bench { which } => bench::run(which),
         Command::Explain { rows } => explain::run(rows),
+        Command::Codegen { check } => codegen::run(check),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
