@@ -24,8 +24,11 @@
 //! ```
 
 pub mod clock;
+pub mod cursor;
+pub mod dead_letter;
 pub mod embedded;
 mod error;
+pub mod lease;
 pub mod migrate;
 mod publish;
 pub mod read;

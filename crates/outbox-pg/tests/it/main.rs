@@ -1,6 +1,9 @@
 //! Integration tests of outbox-pg against a real PostgreSQL, a fresh database per test.
 
 mod concurrency;
+mod cursor;
+mod dead_letter;
+mod lease;
 mod migrate;
 mod publish;
 mod read;

@@ -1,0 +1,139 @@
+//! Durable cursors: how far a consumer is done with the outbox (SPEC §7.2).
+//!
+//! A cursor is a row of `outbox_cursors(stream, name, txid, seq, updated_at)`: the
+//! position of the last row the consumer is done with. Sinks use stream
+//! [`OUTBOX_STREAM`] and name [`sink_name`]`(sink id)`; retention prunes only what
+//! every cursor of the outbox has passed (SPEC §9).
+//!
+//! # Mechanism
+//!
+//! - [`load`] reads a cursor; a consumer without one starts from the oldest row.
+//! - [`advance`] moves a cursor forward, inside a [`Fenced`] transaction only: the
+//!   lease was checked by that transaction's first statement, so a worker that lost
+//!   its lease cannot move the cursor. [`save`] is check, advance and commit in one.
+//! - A cursor never moves backwards: the upsert changes the row only when the new
+//!   position is after the stored one (`(txid, seq)` compared as numbers).
+//!
+//! # Lifetime
+//!
+//! A cursor lives until someone deletes its row; it outlives every lease, so a new
+//! lease holder resumes where the last one saved. `updated_at` is the database clock
+//! at the last move.
+//!
+//! # Surprises
+//!
+//! - Saving a position at or behind the stored one is not an error: it changes
+//!   nothing and reports [`Advance::AlreadyPast`] with the stored position, which
+//!   the caller should adopt.
+//! - Delivery is at least once: what was delivered after the last save is delivered
+//!   again by the next holder.
+
+use outbox_core::Position;
+use sqlx::{AssertSqlSafe, PgExecutor, PgPool};
+
+use crate::lease::{Fenced, Lease, begin_fenced};
+use crate::read::ReadRequest;
+use crate::{Result, Xid8};
+
+/// The stream of every cursor over the `outbox` table.
+pub const OUTBOX_STREAM: &str = "outbox";
+
+/// A sink's cursor name in [`OUTBOX_STREAM`]: `sink:<sink id>`.
+pub fn sink_name(sink_id: &str) -> String {
+    format!("sink:{sink_id}")
+}
+
+/// What [`advance`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advance {
+    /// The cursor now stands at the given position.
+    Moved,
+    /// The cursor already stood at or after the given position and stays there.
+    AlreadyPast(Position),
+}
+
+/// What [`save`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saved {
+    /// The cursor now stands at the given position.
+    Moved,
+    /// The cursor already stood at or after the given position and stays there.
+    AlreadyPast(Position),
+    /// The lease was no longer held: nothing was written.
+    LeaseLost,
+}
+
+/// The cursor `(stream, name)`, or `None` when it was never saved.
+pub async fn load<'e>(executor: impl PgExecutor<'e>, stream: &str, name: &str) -> Result<Option<Position>> {
+    let row: Option<(Xid8, i64)> =
+        sqlx::query_as("SELECT txid, seq FROM outbox_cursors WHERE stream = $1 AND name = $2")
+            .bind(stream)
+            .bind(name)
+            .fetch_optional(executor)
+            .await?;
+    Ok(row.map(|(txid, seq)| position(txid, seq)))
+}
+
+/// Moves the cursor `(stream, name)` forward to `to` inside a fenced transaction; never back.
+pub async fn advance(fenced: &mut Fenced, stream: &str, name: &str, to: Position) -> Result<Advance> {
+    let moved: Option<(Xid8, i64)> = sqlx::query_as(
+        "INSERT INTO outbox_cursors AS c (stream, name, txid, seq, updated_at)
+         VALUES ($1, $2, $3, $4, compute_now())
+         ON CONFLICT (stream, name) DO UPDATE
+            SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at
+            WHERE (c.txid, c.seq) < (EXCLUDED.txid, EXCLUDED.seq)
+         RETURNING txid, seq",
+    )
+    .bind(stream)
+    .bind(name)
+    .bind(Xid8(to.txid))
+    .bind(i64::try_from(to.seq).unwrap_or(i64::MAX))
+    .fetch_optional(&mut **fenced)
+    .await?;
+    if moved.is_some() {
+        return Ok(Advance::Moved);
+    }
+    let stored = load(&mut **fenced, stream, name).await?.unwrap_or(to);
+    Ok(Advance::AlreadyPast(stored))
+}
+
+/// Checks `lease`, moves the cursor forward to `to` and commits, in one short transaction.
+pub async fn save(pool: &PgPool, lease: &Lease, stream: &str, name: &str, to: Position) -> Result<Saved> {
+    let Some(mut fenced) = begin_fenced(pool, lease).await? else { return Ok(Saved::LeaseLost) };
+    let advance = advance(&mut fenced, stream, name, to).await?;
+    fenced.commit().await?;
+    Ok(match advance {
+        Advance::Moved => Saved::Moved,
+        Advance::AlreadyPast(stored) => Saved::AlreadyPast(stored),
+    })
+}
+
+/// How many visible events matching `request`'s tenant and types lie after `request.after`
+/// (`None`: from the oldest row), counting at most `cap`: how far behind the head a cursor is.
+///
+/// Uses the xmin rule, like [`crate::read()`]: events of transactions still open do not count.
+pub async fn lag<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest, cap: u64) -> Result<u64> {
+    let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $3" } else { "AND $3::text IS NULL" };
+    let types = if request.like_patterns().is_some() { "AND topic LIKE ANY($4)" } else { "AND $4::text[] IS NULL" };
+    let sql = format!(
+        "SELECT count(*) FROM (
+            SELECT 1 FROM outbox
+            WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) > ($1, $2) {tenant} {types}
+            LIMIT $5
+        ) behind"
+    );
+    let after = request.after.unwrap_or(Position::START);
+    let count: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(Xid8(after.txid))
+        .bind(i64::try_from(after.seq).unwrap_or(i64::MAX))
+        .bind(&request.tenant_id)
+        .bind(request.like_patterns())
+        .bind(i64::try_from(cap).unwrap_or(i64::MAX))
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+fn position(txid: Xid8, seq: i64) -> Position {
+    Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
+}
