@@ -1,0 +1,259 @@
+//! Delivering one page: bisection and poison events (SPEC §7.4).
+//!
+//! The page is tried whole. A failing range is split in halves, left first, down to
+//! single events; every range that goes through is recorded (a fenced cursor save)
+//! before the next is tried, so order is kept and progress survives a crash. A sink
+//! that reports which event failed ([`SinkError::at`]) skips the bisection.
+//!
+//! An event that fails alone is tried again, immediately (or after the receiver's
+//! `Retry-After`), until it has failed `max_attempts` times; a refusal that is not
+//! retryable uses up its attempts at once. Then the event after it decides:
+//!
+//! - it goes through: the failing event is a poison event. It is dead-lettered and
+//!   the cursor moves past both, in one fenced transaction;
+//! - it fails too: the sink itself is down. Nothing is dead-lettered; the loop backs
+//!   off and starts the page again later (the failing event's count is kept, so the
+//!   next round goes straight to its neighbour);
+//! - none is visible yet: the loop backs off until one is.
+//!
+//! Calls per poison event in a batch of `n`: at most `1 + 2·⌈log2 n⌉` to isolate it,
+//! `max_attempts − 1` retries, one for its neighbour, then one for the rest.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use outbox_core::Event;
+use outbox_pg::dead_letter::NewDeadLetter;
+use outbox_pg::lease::Lease;
+use outbox_pg::read::ReadPage;
+
+use super::runner::{Failure, Interruption, Progress, Runner, Step, Suspect, raised};
+use crate::SinkError;
+use crate::state::Activity;
+
+/// What one call of the sink came to.
+enum Call {
+    Delivered,
+    Failed(SinkError),
+    /// Shutdown came before the call or its grace period ran out during it, or the lease
+    /// was lost: the call was not made, or was dropped.
+    Interrupted(Interruption),
+}
+
+impl Runner {
+    /// Delivers `page`, bisecting failures; see the module documentation.
+    pub(super) async fn deliver_page(&mut self, lease: &Lease, progress: &mut Progress, page: &ReadPage) -> Step {
+        let events = &page.events;
+        let mut pending: Vec<Range<usize>> = Vec::with_capacity(32);
+        pending.push(0..events.len());
+        while let Some(range) = pending.pop() {
+            match self.call(&events[range.clone()]).await {
+                Call::Interrupted(interruption) => return interruption.into(),
+                Call::Delivered => {
+                    if let Err(step) = self.delivered(lease, progress, &events[range]).await {
+                        return step;
+                    }
+                }
+                Call::Failed(error) => {
+                    if let Some(index) = error.failed_at().filter(|index| *index < range.len()) {
+                        let failing = range.start + index;
+                        if let Err(step) = self.delivered(lease, progress, &events[range.start..failing]).await {
+                            return step;
+                        }
+                        return self.settle(lease, progress, page, failing, error).await;
+                    }
+                    if range.len() == 1 {
+                        return self.settle(lease, progress, page, range.start, error).await;
+                    }
+                    let middle = range.start + range.len() / 2;
+                    pending.push(middle..range.end);
+                    pending.push(range.start..middle);
+                }
+            }
+        }
+        // The whole page went through; a filtered page may have scanned past its last event.
+        match self.record(lease, progress, page.next_after, None).await {
+            Ok(()) => Step::Progressed,
+            Err(step) => step,
+        }
+    }
+
+    /// Records that `delivered` (possibly empty) went through.
+    async fn delivered(&self, lease: &Lease, progress: &mut Progress, delivered: &[Event]) -> Result<(), Step> {
+        let Some(last) = delivered.last() else { return Ok(()) };
+        progress.delivered_in_round = true;
+        if progress.suspect.as_ref().is_some_and(|suspect| suspect.position <= last.sequence) {
+            progress.suspect = None;
+        }
+        self.update(|state| state.delivered += delivered.len() as u64);
+        self.record(lease, progress, last.sequence, None).await
+    }
+
+    /// Decides the fate of `page.events[index]`, which failed alone with `error`.
+    async fn settle(
+        &mut self,
+        lease: &Lease,
+        progress: &mut Progress,
+        page: &ReadPage,
+        index: usize,
+        error: SinkError,
+    ) -> Step {
+        let event = &page.events[index];
+        let mut suspect = match progress.suspect.take() {
+            Some(suspect) if suspect.position == event.sequence => suspect,
+            _ => Suspect {
+                position: event.sequence,
+                attempts: 0,
+                first_failed: self.config.clock.now(),
+                last_error: error.clone(),
+            },
+        };
+        self.count_failure(&mut suspect, error);
+        while suspect.attempts < self.max_attempts {
+            match self.call(std::slice::from_ref(event)).await {
+                Call::Delivered => {
+                    return match self.delivered(lease, progress, std::slice::from_ref(event)).await {
+                        Ok(()) => Step::Progressed,
+                        Err(step) => step,
+                    };
+                }
+                Call::Failed(error) => self.count_failure(&mut suspect, error),
+                Call::Interrupted(interruption) => {
+                    progress.suspect = Some(suspect);
+                    return interruption.into();
+                }
+            }
+        }
+        self.judge_by_neighbour(lease, progress, page, index, suspect).await
+    }
+
+    fn count_failure(&self, suspect: &mut Suspect, error: SinkError) {
+        suspect.attempts =
+            if error.is_retryable() { suspect.attempts + 1 } else { suspect.attempts.max(self.max_attempts) };
+        suspect.last_error = error;
+    }
+
+    /// The event at `index` failed `max_attempts` times: the next event decides whether it
+    /// is poison (dead-letter it) or the sink is down (back off).
+    async fn judge_by_neighbour(
+        &mut self,
+        lease: &Lease,
+        progress: &mut Progress,
+        page: &ReadPage,
+        index: usize,
+        suspect: Suspect,
+    ) -> Step {
+        let event = &page.events[index];
+        let neighbour = match page.events.get(index + 1) {
+            Some(neighbour) => neighbour.clone(),
+            None => match self.next_event_after(event.sequence).await {
+                Ok(Some(neighbour)) => neighbour,
+                Ok(None) => {
+                    let message = format!(
+                        "{} (event {} failed; waiting for a later event to judge it)",
+                        suspect.last_error, event.sequence
+                    );
+                    progress.suspect = Some(suspect);
+                    return Step::Failed(Failure { message, retry_after: None });
+                }
+                Err(error) => {
+                    progress.suspect = Some(suspect);
+                    return Step::Failed(Failure::database(error));
+                }
+            },
+        };
+        match self.call(std::slice::from_ref(&neighbour)).await {
+            Call::Delivered => self.dead_letter(lease, progress, event, &neighbour, suspect).await,
+            Call::Failed(error) => {
+                progress.suspect = Some(suspect);
+                Step::Failed(Failure::sink(&error))
+            }
+            Call::Interrupted(interruption) => {
+                progress.suspect = Some(suspect);
+                interruption.into()
+            }
+        }
+    }
+
+    /// Writes `event` as a dead letter and moves the cursor past it and its delivered neighbour.
+    async fn dead_letter(
+        &mut self,
+        lease: &Lease,
+        progress: &mut Progress,
+        event: &Event,
+        neighbour: &Event,
+        suspect: Suspect,
+    ) -> Step {
+        let failing_for = (self.config.clock.now() - suspect.first_failed).try_into().unwrap_or(Duration::ZERO);
+        let letter = NewDeadLetter {
+            sink: self.sink.id(),
+            event,
+            error: suspect.last_error.message(),
+            attempts: suspect.attempts,
+            failing_for,
+        };
+        tracing::warn!(sink = self.sink.id(), event = %event.id, position = %event.sequence,
+            attempts = suspect.attempts, error = %suspect.last_error, "dead-lettering a poison event");
+        progress.delivered_in_round = true;
+        self.update(|state| state.delivered += 1);
+        match self.record(lease, progress, neighbour.sequence, Some(letter)).await {
+            Ok(()) => Step::Progressed,
+            Err(step) => {
+                progress.suspect = Some(suspect);
+                step
+            }
+        }
+    }
+
+    /// Calls the sink once with `batch`, after any `Retry-After` it asked for; see the
+    /// module documentation of the dispatcher for shutdown's grace period.
+    async fn call(&mut self, batch: &[Event]) -> Call {
+        if let Some(not_before) = self.not_before.take() {
+            let wait = not_before - self.config.clock.now();
+            if wait.is_positive()
+                && let Err(interruption) = self.clock_wait(wait.try_into().unwrap_or(Duration::ZERO)).await
+            {
+                return Call::Interrupted(interruption);
+            }
+        }
+        if let Err(interruption) = self.interrupted() {
+            return Call::Interrupted(interruption);
+        }
+        self.update(|state| {
+            state.activity = Activity::Delivering;
+            state.delivery_calls += 1;
+        });
+        let delivery = tokio::time::timeout(self.config.delivery_timeout, self.sink.deliver(batch));
+        tokio::pin!(delivery);
+        let outcome = tokio::select! {
+            outcome = &mut delivery => outcome,
+            () = raised(self.lost.clone()) => return Call::Interrupted(Interruption::LeaseLost),
+            () = raised(self.shutdown.clone()) => {
+                let grace = tokio::time::timeout(self.config.shutdown_grace, &mut delivery);
+                tokio::select! {
+                    outcome = grace => match outcome {
+                        Ok(outcome) => outcome,
+                        Err(_) => return Call::Interrupted(Interruption::Shutdown),
+                    },
+                    () = raised(self.lost.clone()) => return Call::Interrupted(Interruption::LeaseLost),
+                }
+            }
+        };
+        match outcome {
+            Ok(Ok(())) => Call::Delivered,
+            Ok(Err(error)) => {
+                self.note_error(error.message());
+                if let Some(after) = error.retry_after() {
+                    self.not_before = Some(self.config.clock.now() + after.min(self.config.backoff.max));
+                }
+                Call::Failed(error)
+            }
+            Err(_) => {
+                let timeout = self.config.delivery_timeout.as_millis();
+                let error = SinkError::retryable(format!("delivery timed out after {timeout} ms"));
+                self.note_error(error.message());
+                Call::Failed(error)
+            }
+        }
+    }
+}

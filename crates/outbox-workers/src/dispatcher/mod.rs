@@ -1,0 +1,267 @@
+//! The dispatcher: one loop per sink, each under its lease (SPEC §7.1–7.4).
+//!
+//! [`Dispatcher::start`] spawns one task per [`SinkSpec`]. Each task tries for the
+//! sink's lease `singleton:outbox-dispatch:<sink id>`; while it holds the lease it
+//! reads after the sink's durable cursor (with the sink's tenant and type filters),
+//! delivers batches in `(txid, seq)` order, and records each delivered batch with
+//! a fenced cursor save. A second task renews the lease; when a renewal finds the
+//! lease lost, the delivery in flight is dropped and nothing more is recorded.
+//!
+//! Failures back off per sink (1 s doubling to 5 min, reset by a success) in that
+//! sink's own task, so one sink's failures never delay another. A failing batch is
+//! bisected down to single events; a poison event is dead-lettered only when the
+//! event after it goes through (see [`deliver`](self) and SPEC §7.4).
+//!
+//! # Shutdown
+//!
+//! [`Dispatcher::shutdown`] starts no new delivery, lets the one in flight finish
+//! for up to [`DispatcherConfig::shutdown_grace`] (recording it if it succeeded),
+//! else abandons it without moving the cursor, then releases every lease it holds.
+//! Dropping a [`Dispatcher`] instead aborts its tasks at once, like a crash: the
+//! leases stay until they expire. An abort can cut a database call mid-way, and sqlx
+//! 0.9 may then return that connection to the pool inside an open transaction (its
+//! `begin` is not cancel safe), which holds every outbox reader back: drop a
+//! dispatcher only with its own pool, and close that pool after it.
+//!
+//! A lost lease never cuts a database call: the loop notices it at its next wait or
+//! delivery call, and a delivery in flight is dropped at once.
+
+mod deliver;
+mod runner;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::Pattern;
+use outbox_pg::read::MAX_LIMIT;
+use outbox_pg::sqlx::PgPool;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::backoff::BackoffPolicy;
+use crate::clock::{Clock, SystemClock};
+use crate::state::{LocalState, SinkStatus, sink_status};
+use crate::{Error, Result, Sink};
+
+/// Which events a sink receives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkFilter {
+    /// Only this tenant's events; `None` for every tenant.
+    pub tenant: Option<String>,
+    /// Only types matching one of these; empty means every type.
+    pub types: Vec<Pattern>,
+}
+
+/// A sink and how the dispatcher feeds it.
+#[derive(Clone)]
+pub struct SinkSpec {
+    /// The sink.
+    pub sink: Arc<dyn Sink>,
+    /// Which events it receives.
+    pub filter: SinkFilter,
+    /// Events per delivery call, 1 to 1,000.
+    pub batch: usize,
+    /// How many times one event may fail before it can be dead-lettered (SPEC §7.4).
+    pub max_attempts: u32,
+}
+
+impl SinkSpec {
+    /// Every event for `sink`, 100 per call, 5 attempts.
+    pub fn new(sink: impl Sink) -> SinkSpec {
+        SinkSpec::shared(Arc::new(sink))
+    }
+
+    /// Like [`SinkSpec::new`] for a sink that is already shared.
+    pub fn shared(sink: Arc<dyn Sink>) -> SinkSpec {
+        SinkSpec { sink, filter: SinkFilter::default(), batch: 100, max_attempts: 5 }
+    }
+
+    /// Only `tenant`'s events.
+    pub fn tenant(mut self, tenant: impl Into<String>) -> SinkSpec {
+        self.filter.tenant = Some(tenant.into());
+        self
+    }
+
+    /// Only types matching one of `types`.
+    pub fn types(mut self, types: impl IntoIterator<Item = Pattern>) -> SinkSpec {
+        self.filter.types = types.into_iter().collect();
+        self
+    }
+
+    /// `batch` events per delivery call.
+    pub fn batch(mut self, batch: usize) -> SinkSpec {
+        self.batch = batch;
+        self
+    }
+
+    /// `max_attempts` failures of one event before it can be dead-lettered.
+    pub fn max_attempts(mut self, max_attempts: u32) -> SinkSpec {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    fn check(&self) -> Result<()> {
+        let id = self.sink.id();
+        crate::sink::check_id(id)?;
+        if !(1..=MAX_LIMIT).contains(&self.batch) {
+            return Err(Error::config(format!("sinks[{id}].batch"), format!("must be 1 to {MAX_LIMIT}")));
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::config(format!("sinks[{id}].max_attempts"), "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// How the dispatcher runs every sink.
+#[derive(Clone)]
+pub struct DispatcherConfig {
+    /// This worker's name in the lease table; unique per running dispatcher.
+    pub holder: String,
+    /// How long a lease lasts without renewal (default 30 s).
+    pub lease_ttl: Duration,
+    /// How often a held lease is renewed (default 10 s, a third of the TTL).
+    pub lease_renew: Duration,
+    /// How often a worker without the lease tries to take it (default 5 s).
+    pub lease_retry: Duration,
+    /// How long a caught-up sink waits before reading again (default 250 ms).
+    pub poll_interval: Duration,
+    /// The backoff schedule (default 1 s doubling to 5 min).
+    pub backoff: BackoffPolicy,
+    /// The longest one delivery call may take before it counts as failed (default 60 s).
+    pub delivery_timeout: Duration,
+    /// How long shutdown lets a delivery in flight finish (default 10 s).
+    pub shutdown_grace: Duration,
+    /// What backoff and `Retry-After` waits use, and what "until" is measured by.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> DispatcherConfig {
+        DispatcherConfig {
+            holder: default_holder(),
+            lease_ttl: Duration::from_secs(30),
+            lease_renew: Duration::from_secs(10),
+            lease_retry: Duration::from_secs(5),
+            poll_interval: Duration::from_millis(250),
+            backoff: BackoffPolicy::default(),
+            delivery_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// A holder name unique to this dispatcher: `<host>:<pid>:<random>`.
+pub fn default_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().to_owned())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let random = ulid::Ulid::generate().to_string().to_lowercase();
+    format!("{host}:{}:{}", std::process::id(), &random[16..])
+}
+
+/// One sink as the dispatcher keeps it.
+struct Running {
+    sink: Arc<dyn Sink>,
+    filter: SinkFilter,
+    state: Arc<Mutex<LocalState>>,
+}
+
+/// The running sink loops of one process.
+pub struct Dispatcher {
+    pool: PgPool,
+    holder: String,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    sinks: Vec<Running>,
+}
+
+impl Dispatcher {
+    /// Checks every spec (valid and unique ids, batch 1 to 1,000, at least one attempt),
+    /// then spawns one loop per sink on the current tokio runtime.
+    pub fn start(pool: PgPool, config: DispatcherConfig, specs: Vec<SinkSpec>) -> Result<Dispatcher> {
+        let mut seen = HashSet::new();
+        for spec in &specs {
+            spec.check()?;
+            if !seen.insert(spec.sink.id().to_owned()) {
+                return Err(Error::config(format!("sinks[{}].id", spec.sink.id()), "is not unique"));
+            }
+        }
+        if config.holder.is_empty() {
+            return Err(Error::config("holder", "must not be empty"));
+        }
+        let config = Arc::new(config);
+        let (shutdown, signal) = watch::channel(false);
+        let mut dispatcher = Dispatcher {
+            pool: pool.clone(),
+            holder: config.holder.clone(),
+            shutdown,
+            tasks: Vec::new(),
+            sinks: Vec::new(),
+        };
+        for spec in specs {
+            let state = Arc::new(Mutex::new(LocalState::default()));
+            let runner = runner::Runner::new(pool.clone(), &spec, config.clone(), state.clone(), signal.clone());
+            dispatcher.tasks.push(tokio::spawn(runner.run()));
+            dispatcher.sinks.push(Running { sink: spec.sink, filter: spec.filter, state });
+        }
+        Ok(dispatcher)
+    }
+
+    /// This dispatcher's holder name.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The ids of its sinks, in the order they were given.
+    pub fn sink_ids(&self) -> Vec<&str> {
+        self.sinks.iter().map(|running| running.sink.id()).collect()
+    }
+
+    /// What this process knows of sink `id`'s loop.
+    pub fn local_state(&self, id: &str) -> Option<LocalState> {
+        self.find(id).ok().map(|running| running.state.lock().clone())
+    }
+
+    /// The status of every sink (position, lag, state, last error, lease holder).
+    pub async fn status(&self) -> Result<Vec<SinkStatus>> {
+        let mut all = Vec::with_capacity(self.sinks.len());
+        for running in &self.sinks {
+            let local = running.state.lock().clone();
+            all.push(sink_status(&self.pool, running.sink.id(), &running.filter, Some(&local)).await?);
+        }
+        Ok(all)
+    }
+
+    /// Delivers dead letter `id` of sink `sink_id` again and marks it replayed ([`crate::replay`]).
+    pub async fn replay(&self, sink_id: &str, id: i64) -> Result<()> {
+        crate::replay(&self.pool, self.find(sink_id)?.sink.as_ref(), id).await
+    }
+
+    /// Stops every loop gracefully (see the module documentation) and waits for them.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        for task in std::mem::take(&mut self.tasks) {
+            let _ = task.await;
+        }
+    }
+
+    fn find(&self, id: &str) -> Result<&Running> {
+        self.sinks.iter().find(|running| running.sink.id() == id).ok_or_else(|| Error::UnknownSink(id.to_owned()))
+    }
+}
+
+impl Drop for Dispatcher {
+    /// Aborts whatever still runs, like a crash: nothing more is recorded, leases expire.
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! One sink's loop: take the lease, keep it, read after the cursor, deliver, back off.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_core::{Event, Position};
+use outbox_pg::cursor::{self, Advance, OUTBOX_STREAM, sink_name};
+use outbox_pg::dead_letter::{self, NewDeadLetter};
+use outbox_pg::lease::{self, Lease, dispatch_name};
+use outbox_pg::read::{ReadPage, ReadRequest, head, read};
+use outbox_pg::sqlx;
+use outbox_pg::sqlx::PgPool;
+use parking_lot::Mutex;
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{DispatcherConfig, SinkFilter, SinkSpec};
+use crate::backoff::Backoff;
+use crate::state::{Activity, LocalState};
+use crate::{Sink, SinkError};
+
+/// How often a sink saves a cursor that only moved over rows its filter skipped.
+const SKIP_SAVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why a lease was given up.
+enum End {
+    Shutdown,
+    LeaseLost,
+}
+
+/// What ended a wait or a delivery early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Interruption {
+    Shutdown,
+    LeaseLost,
+}
+
+impl From<Interruption> for End {
+    fn from(interruption: Interruption) -> End {
+        match interruption {
+            Interruption::Shutdown => End::Shutdown,
+            Interruption::LeaseLost => End::LeaseLost,
+        }
+    }
+}
+
+impl From<Interruption> for Step {
+    fn from(interruption: Interruption) -> Step {
+        match interruption {
+            Interruption::Shutdown => Step::Shutdown,
+            Interruption::LeaseLost => Step::LeaseLost,
+        }
+    }
+}
+
+/// What one step of the loop came to.
+pub(super) enum Step {
+    /// Something was delivered or skipped, and more may be waiting: go on at once.
+    Progressed,
+    /// Caught up: wait for the poll interval.
+    Idle,
+    /// The sink or the database failed: back off.
+    Failed(Failure),
+    /// A fenced write found the lease gone.
+    LeaseLost,
+    /// Shutdown was asked for.
+    Shutdown,
+}
+
+/// A failure that makes the sink back off.
+pub(super) struct Failure {
+    pub message: String,
+    pub retry_after: Option<Duration>,
+}
+
+impl Failure {
+    pub fn sink(error: &SinkError) -> Failure {
+        Failure { message: error.message().to_owned(), retry_after: error.retry_after() }
+    }
+
+    pub fn database(error: outbox_pg::Error) -> Failure {
+        Failure { message: format!("database: {error}"), retry_after: None }
+    }
+}
+
+/// An event that failed on its own, and how often.
+pub(super) struct Suspect {
+    pub position: Position,
+    pub attempts: u32,
+    pub first_failed: OffsetDateTime,
+    pub last_error: SinkError,
+}
+
+/// What a loop knows while it holds the lease.
+pub(super) struct Progress {
+    /// The durable cursor, once loaded.
+    pub cursor: Option<Position>,
+    pub loaded: bool,
+    /// Where the next read starts: the cursor, or past it over rows the filter skipped.
+    pub after: Option<Position>,
+    /// When a skip over unmatched rows was last saved.
+    pub skip_saved_at: Instant,
+    pub backoff: Backoff,
+    /// The event that failed alone, kept across rounds until it is delivered or dead-lettered.
+    pub suspect: Option<Suspect>,
+    /// Whether the current round delivered anything.
+    pub delivered_in_round: bool,
+}
+
+/// One sink's loop and everything it needs.
+pub(super) struct Runner {
+    pub pool: PgPool,
+    pub sink: Arc<dyn Sink>,
+    pub filter: SinkFilter,
+    pub batch: usize,
+    pub max_attempts: u32,
+    pub config: Arc<DispatcherConfig>,
+    pub state: Arc<Mutex<LocalState>>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Turns true when the lease held now is lost (a fresh, never-set channel between leases).
+    pub lost: watch::Receiver<bool>,
+    lease_name: String,
+    cursor_name: String,
+    /// Not before this time may the sink be called again (a `Retry-After`).
+    pub not_before: Option<OffsetDateTime>,
+}
+
+impl Runner {
+    pub fn new(
+        pool: PgPool,
+        spec: &SinkSpec,
+        config: Arc<DispatcherConfig>,
+        state: Arc<Mutex<LocalState>>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Runner {
+        let id = spec.sink.id();
+        Runner {
+            pool,
+            sink: spec.sink.clone(),
+            filter: spec.filter.clone(),
+            batch: spec.batch,
+            max_attempts: spec.max_attempts,
+            config,
+            state,
+            shutdown,
+            lost: never_lost(),
+            lease_name: dispatch_name(id),
+            cursor_name: sink_name(id),
+            not_before: None,
+        }
+    }
+
+    /// Tries for the lease until shutdown; works while holding it.
+    pub async fn run(mut self) {
+        while !self.stopping() {
+            match lease::acquire(&self.pool, &self.lease_name, &self.config.holder, self.config.lease_ttl).await {
+                Ok(Some(lease)) => {
+                    if let End::Shutdown = self.hold(&lease).await {
+                        self.release(&lease).await;
+                        break;
+                    }
+                }
+                Ok(None) => self.update(|state| state.activity = Activity::Standby),
+                Err(error) => self.note_error(&format!("acquiring the lease: {error}")),
+            }
+            if self.idle_wait(self.config.lease_retry).await.is_err() {
+                break;
+            }
+        }
+        self.update(|state| {
+            state.activity = Activity::Stopped;
+            state.lease_epoch = None;
+        });
+    }
+
+    /// Works under `lease` while a second future renews it.
+    ///
+    /// A lost lease is a signal, not a cancellation: the work stops at its next wait or
+    /// delivery call (a delivery in flight is dropped at once), but a database call in flight
+    /// is never cut. sqlx 0.9's `begin` is not cancel safe: cut between `BEGIN` and its answer,
+    /// it returns the connection to the pool inside an open transaction, which would hold
+    /// every outbox reader back.
+    async fn hold(&mut self, lease: &Lease) -> End {
+        tracing::info!(sink = self.sink.id(), holder = %lease.holder, epoch = lease.epoch, "lease acquired");
+        self.update(|state| {
+            state.lease_epoch = Some(lease.epoch);
+            state.activity = Activity::Idle;
+        });
+        let (lost, lost_signal) = watch::channel(false);
+        self.lost = lost_signal;
+        let keeper = keep(self.pool.clone(), lease.clone(), self.config.lease_ttl, self.config.lease_renew, lost);
+        let end = {
+            let work = self.work(lease);
+            tokio::pin!(keeper, work);
+            let mut keeping = true;
+            loop {
+                tokio::select! {
+                    end = &mut work => break end,
+                    () = &mut keeper, if keeping => keeping = false,
+                }
+            }
+        };
+        self.lost = never_lost();
+        if let End::LeaseLost = end {
+            tracing::warn!(sink = self.sink.id(), epoch = lease.epoch, "lease lost; the batch in flight was abandoned");
+            self.update(|state| {
+                state.activity = Activity::Standby;
+                state.leases_lost += 1;
+            });
+        }
+        self.update(|state| state.lease_epoch = None);
+        end
+    }
+
+    async fn release(&self, lease: &Lease) {
+        match lease::release(&self.pool, lease).await {
+            Ok(_) => tracing::info!(sink = self.sink.id(), epoch = lease.epoch, "lease released"),
+            Err(error) => tracing::warn!(sink = self.sink.id(), %error, "releasing the lease failed; it will expire"),
+        }
+    }
+
+    /// Reads, delivers and records until the lease is lost or shutdown is asked for.
+    async fn work(&mut self, lease: &Lease) -> End {
+        let mut progress = Progress {
+            cursor: None,
+            loaded: false,
+            after: None,
+            skip_saved_at: Instant::now(),
+            backoff: Backoff::new(self.config.backoff),
+            suspect: None,
+            delivered_in_round: false,
+        };
+        loop {
+            if let Err(interruption) = self.interrupted() {
+                return interruption.into();
+            }
+            progress.delivered_in_round = false;
+            let waited = match self.step(lease, &mut progress).await {
+                Step::Progressed => {
+                    progress.backoff.reset();
+                    Ok(())
+                }
+                Step::Idle => {
+                    progress.backoff.reset();
+                    self.update(|state| state.activity = Activity::Idle);
+                    self.idle_wait(self.config.poll_interval).await
+                }
+                Step::Failed(failure) => self.back_off(&mut progress, failure).await,
+                Step::LeaseLost => Err(Interruption::LeaseLost),
+                Step::Shutdown => Err(Interruption::Shutdown),
+            };
+            if let Err(interruption) = waited {
+                return interruption.into();
+            }
+        }
+    }
+
+    /// Whether shutdown was asked for or the lease was lost.
+    pub fn interrupted(&self) -> Result<(), Interruption> {
+        if *self.shutdown.borrow() {
+            return Err(Interruption::Shutdown);
+        }
+        if *self.lost.borrow() {
+            return Err(Interruption::LeaseLost);
+        }
+        Ok(())
+    }
+
+    /// Waits out the next backoff delay, unless shutdown or a lost lease ends it first.
+    async fn back_off(&mut self, progress: &mut Progress, failure: Failure) -> Result<(), Interruption> {
+        if progress.delivered_in_round {
+            progress.backoff.reset();
+        }
+        let delay = progress.backoff.next_delay_at_least(failure.retry_after);
+        let until = self.config.clock.now() + delay;
+        tracing::warn!(sink = self.sink.id(), error = %failure.message, delay_ms = delay.as_millis() as u64, "backing off");
+        self.note_error(&failure.message);
+        self.update(|state| state.activity = Activity::BackingOff { until });
+        self.clock_wait(delay).await
+    }
+
+    /// Loads the cursor once, reads one page after it and delivers it.
+    async fn step(&mut self, lease: &Lease, progress: &mut Progress) -> Step {
+        if !progress.loaded {
+            match cursor::load(&self.pool, OUTBOX_STREAM, &self.cursor_name).await {
+                Ok(position) => {
+                    progress.cursor = position;
+                    progress.after = position;
+                    progress.loaded = true;
+                    self.update(|state| state.position = position);
+                }
+                Err(error) => return Step::Failed(Failure::database(error)),
+            }
+        }
+        let page = match self.read_page(progress.after).await {
+            Ok(page) => page,
+            Err(error) => return Step::Failed(Failure::database(error)),
+        };
+        if page.events.is_empty() {
+            return self.skip(lease, progress, &page).await;
+        }
+        self.deliver_page(lease, progress, &page).await
+    }
+
+    /// A page without events for this sink: read on from where it ended, and save that
+    /// position now and then (so that retention can pass rows no filter of it wants).
+    async fn skip(&self, lease: &Lease, progress: &mut Progress, page: &ReadPage) -> Step {
+        progress.after = progress.after.max(Some(page.next_after));
+        if progress.skip_saved_at.elapsed() >= SKIP_SAVE_INTERVAL {
+            if let Err(step) = self.record(lease, progress, page.next_after, None).await {
+                return step;
+            }
+            progress.skip_saved_at = Instant::now();
+        }
+        if page.more { Step::Progressed } else { Step::Idle }
+    }
+
+    /// Reads one page after `after`. A tenant's read sees only that tenant's rows, so when it
+    /// reaches the end it also takes the head in the same snapshot (a repeatable-read
+    /// transaction): every row up to the head is visible and none of them was this tenant's,
+    /// so the sink may pass them all.
+    async fn read_page(&self, after: Option<Position>) -> Result<ReadPage, outbox_pg::Error> {
+        let request = self.request(after, self.batch);
+        if self.filter.tenant.is_none() {
+            return read(&self.pool, &request).await;
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+        let mut page = read(&mut *tx, &request).await?;
+        if page.events.is_empty() && !page.more {
+            page.next_after = page.next_after.max(head(&mut *tx).await?);
+        }
+        tx.commit().await?;
+        Ok(page)
+    }
+
+    pub fn request(&self, after: Option<Position>, limit: usize) -> ReadRequest {
+        ReadRequest { tenant_id: self.filter.tenant.clone(), patterns: self.filter.types.clone(), ..ReadRequest::all() }
+            .after(after)
+            .limit(limit)
+    }
+
+    /// The first event after `position` that the sink would receive, if one is visible.
+    pub async fn next_event_after(&self, position: Position) -> Result<Option<Event>, outbox_pg::Error> {
+        let mut after = position;
+        loop {
+            let page: ReadPage = read(&self.pool, &self.request(Some(after), 1)).await?;
+            if let Some(event) = page.events.into_iter().next() {
+                return Ok(Some(event));
+            }
+            if !page.more || page.next_after <= after {
+                return Ok(None);
+            }
+            after = page.next_after;
+        }
+    }
+
+    /// Moves the cursor to `to` (and writes `letter`) in one fenced transaction.
+    /// Nothing is written when the cursor is already there and there is no letter.
+    pub async fn record(
+        &self,
+        lease: &Lease,
+        progress: &mut Progress,
+        to: Position,
+        letter: Option<NewDeadLetter<'_>>,
+    ) -> Result<(), Step> {
+        let already = progress.cursor.map_or(to == Position::START, |cursor| cursor >= to);
+        if already && letter.is_none() {
+            return Ok(());
+        }
+        let database = |error| Step::Failed(Failure::database(error));
+        let Some(mut fenced) = lease::begin_fenced(&self.pool, lease).await.map_err(database)? else {
+            self.update(|state| state.fenced_out += 1);
+            return Err(Step::LeaseLost);
+        };
+        if let Some(letter) = &letter {
+            dead_letter::record(&mut fenced, letter).await.map_err(database)?;
+        }
+        let advance = cursor::advance(&mut fenced, OUTBOX_STREAM, &self.cursor_name, to).await.map_err(database)?;
+        fenced.commit().await.map_err(database)?;
+        let now_at = match advance {
+            Advance::Moved => to,
+            Advance::AlreadyPast(stored) => {
+                tracing::warn!(sink = self.sink.id(), %stored, %to, "the stored cursor was already past this batch");
+                stored.max(to)
+            }
+        };
+        progress.cursor = Some(now_at);
+        progress.after = progress.after.max(Some(now_at));
+        self.update(|state| {
+            state.position = Some(now_at);
+            state.dead_lettered += u64::from(letter.is_some());
+        });
+        Ok(())
+    }
+
+    pub fn stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Waits `duration` on tokio's timer, unless shutdown or a lost lease ends it first.
+    async fn idle_wait(&self, duration: Duration) -> Result<(), Interruption> {
+        tokio::select! {
+            () = tokio::time::sleep(duration) => self.interrupted(),
+            interruption = self.interruption() => Err(interruption),
+        }
+    }
+
+    /// Waits `duration` on the dispatcher's clock, unless shutdown or a lost lease ends it first.
+    pub async fn clock_wait(&self, duration: Duration) -> Result<(), Interruption> {
+        tokio::select! {
+            () = self.config.clock.sleep(duration) => self.interrupted(),
+            interruption = self.interruption() => Err(interruption),
+        }
+    }
+
+    /// Resolves when shutdown is asked for or the lease is lost.
+    pub async fn interruption(&self) -> Interruption {
+        tokio::select! {
+            () = raised(self.shutdown.clone()) => Interruption::Shutdown,
+            () = raised(self.lost.clone()) => Interruption::LeaseLost,
+        }
+    }
+
+    pub fn update(&self, change: impl FnOnce(&mut LocalState)) {
+        change(&mut self.state.lock());
+    }
+
+    pub fn note_error(&self, message: &str) {
+        let at = self.config.clock.now();
+        self.update(|state| {
+            state.last_error = Some(message.to_owned());
+            state.last_error_at = Some(at);
+        });
+    }
+}
+
+/// Resolves once `flag` turns true; never when its sender is gone without raising it.
+pub(super) async fn raised(mut flag: watch::Receiver<bool>) {
+    if flag.wait_for(|raised| *raised).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A flag that never turns true.
+fn never_lost() -> watch::Receiver<bool> {
+    watch::channel(false).1
+}
+
+/// Renews `lease` every `every` until it is lost, then raises `lost` and returns. A renewal
+/// that fails on a database error is retried, and the lease counts as lost once `ttl` passed
+/// without a successful one.
+async fn keep(pool: PgPool, mut lease: Lease, ttl: Duration, every: Duration, lost: watch::Sender<bool>) {
+    renew_until_lost(&pool, &mut lease, ttl, every).await;
+    let _ = lost.send(true);
+}
+
+async fn renew_until_lost(pool: &PgPool, lease: &mut Lease, ttl: Duration, every: Duration) {
+    let mut last_renewed = Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        match tokio::time::timeout(every.max(Duration::from_secs(1)), lease::renew(pool, lease, ttl)).await {
+            Ok(Ok(Some(renewed))) => {
+                *lease = renewed;
+                last_renewed = Instant::now();
+            }
+            Ok(Ok(None)) => return,
+            Ok(Err(error)) => tracing::warn!(lease = %lease.name, %error, "renewing the lease failed; retrying"),
+            Err(_) => tracing::warn!(lease = %lease.name, "renewing the lease timed out; retrying"),
+        }
+        if last_renewed.elapsed() >= ttl {
+            return;
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The [`Sink`] trait: where a dispatcher delivers batches (SPEC §7).
+//!
+//! A sink receives batches of committed events in `(txid, seq)` order and either
+//! takes the whole batch or fails with a [`SinkError`] that says whether trying
+//! again is worth it. The dispatcher owns everything else: the lease, the cursor,
+//! backoff, bisection and dead letters. A sink must be idempotent on the event id
+//! or accept duplicates: delivery is at least once.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use outbox_core::Event;
+
+use crate::{Error, Result};
+
+/// A destination for committed events.
+///
+/// `deliver` returns a boxed future so that sinks can be held as `Box<dyn Sink>` or
+/// `Arc<dyn Sink>`; implement it as `Box::pin(async move { … })`.
+///
+/// # Cancel safety
+///
+/// The dispatcher drops a delivery in flight when its lease is lost, when it times
+/// out, or when shutdown's grace period ends. Nothing is recorded for a dropped
+/// delivery, so its events are delivered again later; a sink needs no cleanup
+/// beyond what dropping its future does.
+pub trait Sink: Send + Sync + 'static {
+    /// The sink's id, `^[a-z0-9][a-z0-9_-]{0,63}$`: it names its lease, cursor and dead letters.
+    fn id(&self) -> &str;
+
+    /// Delivers `batch` (never empty), oldest first. `Ok` means every event was taken.
+    fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>>;
+}
+
+/// Why a delivery failed, and whether trying again can help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SinkError {
+    message: String,
+    retryable: bool,
+    retry_after: Option<Duration>,
+    failed_at: Option<usize>,
+}
+
+impl SinkError {
+    /// A failure that may pass on another attempt: the receiver is down, busy or slow.
+    pub fn retryable(message: impl Into<String>) -> SinkError {
+        SinkError { message: message.into(), retryable: true, retry_after: None, failed_at: None }
+    }
+
+    /// A refusal that another attempt of the same event will not change (e.g. HTTP 400).
+    /// A single event refused this way has used up its attempts at once (SPEC §7.4).
+    pub fn refused(message: impl Into<String>) -> SinkError {
+        SinkError { message: message.into(), retryable: false, retry_after: None, failed_at: None }
+    }
+
+    /// The receiver asked not to be called again before `after` (e.g. `Retry-After`).
+    pub fn with_retry_after(mut self, after: Duration) -> SinkError {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// Says that the events before `index` were delivered and the one at `index` failed,
+    /// for sinks that deliver one event after another: the dispatcher records the
+    /// delivered prefix and goes straight to the failing event instead of bisecting.
+    pub fn at(mut self, index: usize) -> SinkError {
+        self.failed_at = Some(index);
+        self
+    }
+
+    /// The failure's description.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether another attempt may pass.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// How long the receiver asked to be left alone, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The index of the failing event when the events before it were delivered.
+    pub fn failed_at(&self) -> Option<usize> {
+        self.failed_at
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for Box<S> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
+        (**self).deliver(batch)
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
+        (**self).deliver(batch)
+    }
+}
+
+/// Checks a sink id against `^[a-z0-9][a-z0-9_-]{0,63}$`.
+pub fn check_id(id: &str) -> Result<()> {
+    let mut bytes = id.bytes();
+    let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let rest_ok = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !(first_ok && rest_ok && id.len() <= 64) {
+        return Err(Error::config(
+            format!("sinks[{id}].id"),
+            format!("{id:?} must match ^[a-z0-9][a-z0-9_-]{{0,63}}$"),
+        ));
+    }
+    Ok(())
+}

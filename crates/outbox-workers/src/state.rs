@@ -1,0 +1,172 @@
+//! What each sink is doing: its position, lag, state, last error and lease holder
+//! (SPEC §5.7 `GET /sinks`, `outbox sinks list`).
+//!
+//! Position, lag, lease holder and dead letters come from the database, so any
+//! process can show them. Whether a sink is delivering, idle or backing off, and
+//! its last error, are known to the process whose dispatcher runs it
+//! ([`LocalState`]); elsewhere the state says who holds the lease.
+
+use outbox_core::{Position, millis};
+use outbox_pg::cursor::{self, OUTBOX_STREAM, sink_name};
+use outbox_pg::read::ReadRequest;
+use outbox_pg::sqlx::PgPool;
+use outbox_pg::{dead_letter, lease};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::{Result, SinkFilter};
+
+/// Lag is counted up to this many events; a sink further behind shows this number.
+pub const LAG_CAP: u64 = 1_000_000;
+
+/// What a sink's loop is doing in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Activity {
+    /// Started, not yet holding its lease.
+    Starting,
+    /// Another worker holds the lease; this one waits to take over.
+    Standby,
+    /// Holding the lease, caught up, polling for new events.
+    Idle,
+    /// Holding the lease, delivering.
+    Delivering,
+    /// Holding the lease, waiting after a failure.
+    BackingOff {
+        /// When the next attempt starts.
+        until: OffsetDateTime,
+    },
+    /// The dispatcher shut down.
+    Stopped,
+}
+
+/// A sink's state as its dispatcher in this process knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalState {
+    /// What the loop is doing.
+    pub activity: Activity,
+    /// The cursor as this process last read or saved it.
+    pub position: Option<Position>,
+    /// The lease epoch while this process holds the lease.
+    pub lease_epoch: Option<i64>,
+    /// The last failure (delivery or database), kept after recovery.
+    pub last_error: Option<String>,
+    /// When it happened, by the dispatcher's clock.
+    pub last_error_at: Option<OffsetDateTime>,
+    /// Events delivered and recorded by this process.
+    pub delivered: u64,
+    /// Events this process dead-lettered.
+    pub dead_lettered: u64,
+    /// Calls to the sink's `deliver` made by this process.
+    pub delivery_calls: u64,
+    /// Times this process lost the lease while holding it.
+    pub leases_lost: u64,
+    /// Progress writes the fence refused because the lease was gone (nothing was written).
+    pub fenced_out: u64,
+}
+
+impl Default for LocalState {
+    fn default() -> LocalState {
+        LocalState {
+            activity: Activity::Starting,
+            position: None,
+            lease_epoch: None,
+            last_error: None,
+            last_error_at: None,
+            delivered: 0,
+            dead_lettered: 0,
+            delivery_calls: 0,
+            leases_lost: 0,
+            fenced_out: 0,
+        }
+    }
+}
+
+/// The state shown for a sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SinkState {
+    /// Delivering events.
+    Delivering,
+    /// Waiting after a failure, until `backingOffUntil`.
+    BackingOff,
+    /// Caught up.
+    Idle,
+    /// Run by another process, which holds the lease (`leaseHolder`).
+    HeldElsewhere,
+    /// No process holds its lease.
+    NotRunning,
+}
+
+/// A sink's status (the JSON of `GET /sinks/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SinkStatus {
+    /// The sink's id.
+    pub id: String,
+    /// Its durable cursor; `None` before its first save.
+    pub position: Option<Position>,
+    /// Events matching its filter behind the head (at most [`LAG_CAP`]).
+    pub lag: u64,
+    /// What it is doing.
+    pub state: SinkState,
+    /// When the next attempt starts, while backing off.
+    #[serde(with = "optional_millis", skip_serializing_if = "Option::is_none")]
+    pub backing_off_until: Option<OffsetDateTime>,
+    /// The last failure this process saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When it happened.
+    #[serde(with = "optional_millis", skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<OffsetDateTime>,
+    /// Who holds the lease now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_holder: Option<String>,
+    /// Dead letters not replayed yet.
+    pub dead_letters: u64,
+}
+
+/// A sink's status from the database, completed by `local` when this process runs it.
+pub async fn sink_status(
+    pool: &PgPool,
+    id: &str,
+    filter: &SinkFilter,
+    local: Option<&LocalState>,
+) -> Result<SinkStatus> {
+    let position = cursor::load(pool, OUTBOX_STREAM, &sink_name(id)).await?;
+    let behind = ReadRequest { tenant_id: filter.tenant.clone(), patterns: filter.types.clone(), ..ReadRequest::all() };
+    let lag = cursor::lag(pool, &behind.after(position), LAG_CAP).await?;
+    let lease = lease::get(pool, &lease::dispatch_name(id)).await?.filter(|lease| lease.held);
+    let dead_letters = dead_letter::count_pending(pool).await?;
+    let dead_letters = dead_letters.into_iter().find(|(sink, _)| sink == id).map_or(0, |(_, n)| n);
+    let running_here = local.filter(|local| local.lease_epoch.is_some());
+    let (state, until) = match (running_here.map(|local| &local.activity), &lease) {
+        (Some(Activity::BackingOff { until }), _) => (SinkState::BackingOff, Some(*until)),
+        (Some(Activity::Delivering), _) => (SinkState::Delivering, None),
+        (Some(_), _) => (SinkState::Idle, None),
+        (None, Some(_)) => (SinkState::HeldElsewhere, None),
+        (None, None) => (SinkState::NotRunning, None),
+    };
+    Ok(SinkStatus {
+        id: id.to_owned(),
+        position,
+        lag,
+        state,
+        backing_off_until: until,
+        last_error: local.and_then(|local| local.last_error.clone()),
+        last_error_at: local.and_then(|local| local.last_error_at),
+        lease_holder: lease.and_then(|lease| lease.holder),
+        dead_letters,
+    })
+}
+
+mod optional_millis {
+    use serde::Serializer;
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
+        match time {
+            Some(time) => serializer.serialize_str(&super::millis::format(*time)),
+            None => serializer.serialize_none(),
+        }
+    }
+}
