@@ -1,16 +1,72 @@
 //! Outbox over HTTP: handlers any hyper-based host can mount.
 //!
-//! History (`GET /events`), the live Server-Sent-Events stream (`GET /watch`),
-//! the catalog (`GET /event-types`) and publishing (`POST /events`), with the
-//! `Authorizer` trait and the `WatchRegistry` for revocation (SPEC §5).
+//! [`OutboxService`] serves history (`GET /events`), publishing
+//! (`POST /events`), the live Server-Sent-Events stream (`GET /watch`) and the
+//! catalog (`GET /event-types`), SPEC §5. It takes a plain [`http::Request`]
+//! and answers a plain [`http::Response`] ([`OutboxService::handle`]), and is
+//! also a `tower_service::Service`, so any hyper-based host mounts it next to
+//! its own routes. The host decides who the caller is through its
+//! [`Authorizer`], which turns request headers into a [`Grant`]; open streams
+//! are kept in a [`WatchRegistry`] so that a revocation closes them at once.
 //!
-//! **Architecture invariant:** this crate reads the outbox through `outbox-pg`
-//! and knows nothing of `outbox-workers` (sinks, retention, subscribers) or of
-//! the bundled server's configuration and authentication.
+//! **Architecture invariant:** this crate reads and writes the outbox only
+//! through `outbox-pg` (and names sqlx only as `outbox_pg::sqlx`). It knows
+//! nothing of `outbox-workers` (sinks, retention, subscribers), of the bundled
+//! server's configuration, or of how tokens are issued and checked: that is the
+//! host's `Authorizer`. It runs no server of its own.
 //!
-//! The handlers arrive with the HTTP issue; today the crate only fixes its place
-//! in the dependency graph.
+//! ```no_run
+//! use std::sync::Arc;
+//! use outbox_http::{AuthError, Authorizer, BoxFuture, Grant, OutboxService};
+//!
+//! struct OneToken;
+//!
+//! impl Authorizer for OneToken {
+//!     fn authorize<'a>(&'a self, headers: &'a http::HeaderMap) -> BoxFuture<'a, Result<Grant, AuthError>> {
+//!         Box::pin(async move {
+//!             match headers.get(http::header::AUTHORIZATION) {
+//!                 Some(value) if value == "Bearer s3cret" => Ok(Grant::new("acme", ["events:read"])),
+//!                 _ => Err(AuthError::Unauthenticated("a valid bearer token is required".into())),
+//!             }
+//!         })
+//!     }
+//!     fn reauthorize<'a>(&'a self, _grant: &'a Grant) -> BoxFuture<'a, Result<bool, AuthError>> {
+//!         Box::pin(async { Ok(true) })
+//!     }
+//! }
+//!
+//! # async fn demo(pool: outbox_pg::sqlx::PgPool, request: http::Request<outbox_http::Body>) {
+//! let service = OutboxService::new(pool, Arc::new(OneToken));
+//! let response = service.handle(request).await; // GET /events, GET /watch, …
+//! # drop(response);
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 
+mod auth;
+mod body;
+mod error;
+mod event_types;
+mod list;
+pub mod proto;
+mod publish;
+mod query;
+mod registry;
+pub mod scope;
+mod service;
+mod watch;
+
+pub use auth::{AuthError, Authorizer, Grant};
+pub use error::{ApiError, error_response, json_response, method_not_allowed};
+pub use registry::{Selector, WatchRegistry};
+pub use service::{DEFAULT_BODY_LIMIT, OutboxService};
+pub use watch::WatchOptions;
+
 pub use outbox_core as core;
+
+/// The body of every response: a boxed body of bytes that cannot fail.
+pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+
+/// A boxed, sendable future, as [`Authorizer`] methods return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -1,0 +1,236 @@
+//! One live stream: the loop that reads the outbox and turns it into SSE frames.
+//!
+//! The stream is pulled, not pushed: the response body asks for its next frame
+//! ([`WatchStream::next_frame`]) when the connection can take it, so a slow
+//! client slows its own reads and nothing piles up in memory beyond one batch.
+//!
+//! Before every frame, and again between reading the outbox and sending what
+//! was read, the stream checks its revocation signal and the service's
+//! shutdown signal. A revoked stream therefore sends nothing it read after the
+//! revocation: its last frame is `event: error` with `ACCESS_DENIED`.
+//!
+//! Reads use the xmin rule (`outbox_pg::read`) with the stream's tenant inside
+//! the query and its patterns as the filter. The stream keeps two positions:
+//! `scanned`, where the next read starts (it moves past rows the filter
+//! skipped, so a filtered stream never re-reads them), and `delivered`, what
+//! the client has been given everything up to; keep-alive comments carry
+//! `delivered`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use outbox_core::{ErrorCode, Event, Position};
+use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::sqlx::PgPool;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use super::{WatchOptions, sse};
+use crate::registry::Registration;
+use crate::{Authorizer, Grant};
+
+/// Everything a stream needs from the service that opened it.
+pub(crate) struct StreamContext {
+    pub(crate) pool: PgPool,
+    pub(crate) authorizer: Arc<dyn Authorizer>,
+    pub(crate) options: WatchOptions,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+/// One open stream's state.
+pub(crate) struct WatchStream {
+    context: StreamContext,
+    grant: Grant,
+    registration: Registration,
+    request: ReadRequest,
+    pending: VecDeque<Event>,
+    scanned: Position,
+    delivered: Position,
+    more: bool,
+    opened: bool,
+    done: bool,
+    outage_since: Option<Instant>,
+    clock: Clock,
+}
+
+/// When each periodic duty is next due.
+struct Clock {
+    deadline: Instant,
+    next_poll: Instant,
+    next_heartbeat: Instant,
+    next_reauthorize: Instant,
+}
+
+impl WatchStream {
+    /// A stream over `request` (tenant and patterns set) that starts strictly after `start`.
+    pub(crate) fn new(
+        context: StreamContext,
+        grant: Grant,
+        registration: Registration,
+        mut request: ReadRequest,
+        start: Position,
+    ) -> WatchStream {
+        let now = Instant::now();
+        let options = context.options;
+        request.limit = options.read_limit();
+        request.after = Some(start);
+        let clock = Clock {
+            deadline: now + options.max_duration(),
+            next_poll: now,
+            next_heartbeat: now + options.heartbeat(),
+            next_reauthorize: now + options.reauthorize(),
+        };
+        WatchStream {
+            context,
+            grant,
+            registration,
+            request,
+            pending: VecDeque::new(),
+            scanned: start,
+            delivered: start,
+            more: false,
+            opened: false,
+            done: false,
+            outage_since: None,
+            clock,
+        }
+    }
+
+    /// The next frame to send, or `None` when the stream has ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a read in flight is lost when the future is dropped. The body polls
+    /// it to completion or drops the whole stream.
+    pub(crate) async fn next_frame(&mut self) -> Option<Bytes> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(frame) = self.due_frame() {
+                return frame;
+            }
+            if Instant::now() >= self.clock.next_reauthorize {
+                if let Some(last) = self.reauthorize().await {
+                    return self.end(Some(last));
+                }
+                continue;
+            }
+            if let Some(event) = self.pending.pop_front() {
+                return Some(self.send(event));
+            }
+            if self.more || Instant::now() >= self.clock.next_poll {
+                if let Some(last) = self.poll().await {
+                    return self.end(Some(last));
+                }
+                continue;
+            }
+            self.wait().await;
+        }
+    }
+
+    /// A frame that must go out (or the end) before anything else: the opening `retry:`, the
+    /// end of a revoked, shut down or expired stream, or a due keep-alive.
+    fn due_frame(&mut self) -> Option<Option<Bytes>> {
+        if !self.opened {
+            self.opened = true;
+            return Some(Some(sse::retry(self.context.options.retry_ms)));
+        }
+        if let Some(reason) = self.registration.revocation() {
+            return Some(self.end(Some(sse::refusal(ErrorCode::AccessDenied, &reason))));
+        }
+        let shut_down = *self.context.shutdown.borrow_and_update() || self.context.shutdown.has_changed().is_err();
+        let now = Instant::now();
+        if shut_down || now >= self.clock.deadline {
+            return Some(self.end(None));
+        }
+        if now >= self.clock.next_heartbeat {
+            self.clock.next_heartbeat = now + self.context.options.heartbeat();
+            return Some(Some(sse::keep_alive(self.delivered)));
+        }
+        None
+    }
+
+    /// Ends the stream after `last` (if any).
+    fn end(&mut self, last: Option<Bytes>) -> Option<Bytes> {
+        self.done = true;
+        self.pending.clear();
+        last
+    }
+
+    /// The frame of `event`, which the client now has.
+    fn send(&mut self, event: Event) -> Bytes {
+        self.delivered = if self.pending.is_empty() { self.scanned } else { event.sequence };
+        match sse::event(&event) {
+            Ok(frame) => frame,
+            Err(error) => {
+                tracing::error!(error = %error, position = %event.sequence, "serializing an event for /watch");
+                self.end(Some(sse::failure("the stream failed"))).unwrap_or_default()
+            }
+        }
+    }
+
+    /// Reads the next batch after `scanned`. A failure is logged and answered with the
+    /// `event: error` frame that ends the stream; the client resumes from its last id.
+    async fn poll(&mut self) -> Option<Bytes> {
+        self.request.after = Some(self.scanned);
+        let result = read(&self.context.pool, &self.request).await;
+        self.clock.next_poll = Instant::now() + self.context.options.poll();
+        match result {
+            Ok(page) => {
+                self.scanned = page.next_after;
+                self.more = page.more;
+                if page.events.is_empty() {
+                    self.delivered = self.scanned;
+                }
+                self.pending.extend(page.events);
+                None
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, tenant = ?self.request.tenant_id, "reading the outbox for /watch failed");
+                Some(sse::failure("reading the outbox failed; reconnect to resume"))
+            }
+        }
+    }
+
+    /// Asks the authorizer whether the grant still holds. `false` ends the stream with
+    /// `ACCESS_DENIED`; an error (or no answer within `reauthorize_ms`) starts or continues an
+    /// outage, and once that outage has lasted `iam_outage_ms` the stream ends with `UNAVAILABLE`.
+    async fn reauthorize(&mut self) -> Option<Bytes> {
+        let options = self.context.options;
+        let answer = timeout(options.reauthorize(), self.context.authorizer.reauthorize(&self.grant)).await;
+        let now = Instant::now();
+        self.clock.next_reauthorize = now + options.reauthorize();
+        match answer {
+            Ok(Ok(true)) => {
+                self.outage_since = None;
+                None
+            }
+            Ok(Ok(false)) => Some(sse::refusal(ErrorCode::AccessDenied, "access to this stream was revoked")),
+            Ok(Err(error)) => self.outage(now, &error.to_string()),
+            Err(_) => self.outage(now, "no answer in time"),
+        }
+    }
+
+    fn outage(&mut self, now: Instant, error: &str) -> Option<Bytes> {
+        let since = *self.outage_since.get_or_insert(now);
+        tracing::warn!(error, tenant = %self.grant.tenant_id, "reauthorizing a /watch stream failed");
+        if now.duration_since(since) < self.context.options.iam_outage() {
+            return None;
+        }
+        let message = "the authority that checks this stream's access has been unreachable too long; reconnect";
+        Some(sse::refusal(ErrorCode::Unavailable, message))
+    }
+
+    /// Sleeps until the next duty is due, the stream is revoked, or the service shuts down.
+    async fn wait(&mut self) {
+        let clock = &self.clock;
+        let wake = clock.deadline.min(clock.next_poll).min(clock.next_heartbeat).min(clock.next_reauthorize);
+        tokio::select! {
+            () = sleep_until(wake) => {}
+            () = self.registration.changed() => {}
+            _ = self.context.shutdown.changed() => {}
+        }
+    }
+}
