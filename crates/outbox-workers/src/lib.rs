@@ -1,23 +1,43 @@
 //! Outbox workers: the [`Sink`] trait and its [`Dispatcher`] (lease singleton,
-//! durable cursor, backoff, bisection, dead letters) (SPEC §7).
+//! durable cursor, backoff, bisection, dead letters) and the built-in sinks
+//! (SPEC §7).
 //!
 //! - [`Sink`], [`SinkError`]: where events go, and whether a failure is worth retrying.
 //! - [`Dispatcher`]: one loop per [`SinkSpec`], each under the lease
 //!   `singleton:outbox-dispatch:<sink id>`, delivering after its durable cursor.
+//! - [`sinks`]: `webhook`, `nats`, `redis`, `jsonl`; [`config`] builds them from `[[sinks]]`.
+//! - [`encoding`]: `json`, `cloudevents`, `protobuf`.
 //! - [`replay()`], [`discard()`], [`sink_status()`]: what the API and CLI operate.
 //!
 //! **Architecture invariant:** this crate reads the outbox and records progress
 //! only through `outbox-pg` (never naming `sqlx` itself) and knows nothing of HTTP
 //! serving: it never depends on `outbox-http`, `outbox-server` or a server crate.
 //! It talks to the outside world only through sinks.
+//!
+//! ```no_run
+//! # async fn demo(pool: outbox_pg::sqlx::PgPool) -> outbox_workers::Result<()> {
+//! use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
+//! use outbox_workers::{Dispatcher, DispatcherConfig};
+//!
+//! let mut feed = SinkConfig::new("feed", SinkKind::Redis);
+//! feed.url = Some("redis://127.0.0.1:6379".into());
+//! let dispatcher = Dispatcher::start(pool, DispatcherConfig::default(), vec![build_spec(&feed)?])?;
+//! // … until the process is asked to stop:
+//! dispatcher.shutdown().await;
+//! # Ok(()) }
+//! ```
 
 pub mod backoff;
 pub mod clock;
+pub mod config;
 mod dispatcher;
+pub mod encoding;
 mod error;
 mod replay;
 mod sink;
+pub mod sinks;
 mod state;
+pub mod template;
 
 pub use backoff::{Backoff, BackoffPolicy};
 pub use clock::{Clock, SystemClock};

@@ -2,6 +2,7 @@
 //! clock, condition waits with deadlines, and the broker URLs.
 
 use std::future::Future;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,12 @@ pub fn fast_config() -> DispatcherConfig {
 /// A fresh database.
 pub async fn db() -> TestDb {
     TestDb::new().await
+}
+
+/// A pool of its own on `db`, for a dispatcher the test kills by dropping it: closing this
+/// pool afterwards closes whatever connection the abort cut mid-call.
+pub async fn own_pool(db: &TestDb) -> PgPool {
+    outbox_pg::sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&db.url).await.expect("own pool")
 }
 
 /// What a [`ScriptedSink`] answers for a batch.
@@ -234,6 +241,33 @@ impl Sleep {
     }
 }
 
+/// The NATS server the tests use: `NATS_URL`, default `nats://127.0.0.1:4222`. Panics naming
+/// the missing service when nothing answers there: a broker test never passes without one.
+pub fn nats_url() -> String {
+    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    require("NATS (with JetStream)", "NATS_URL", &url);
+    url
+}
+
+/// The Redis server the tests use: `REDIS_URL`, default `redis://127.0.0.1:6379`; see [`nats_url`].
+pub fn redis_url() -> String {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    require("Redis", "REDIS_URL", &url);
+    url
+}
+
+fn require(service: &str, variable: &str, url: &str) {
+    let authority = url.split("://").nth(1).unwrap_or(url);
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let host_port = authority.split('/').next().unwrap_or(authority);
+    let addrs: Vec<SocketAddr> = host_port.to_socket_addrs().map(Iterator::collect).unwrap_or_default();
+    let answers = addrs.iter().any(|addr| TcpStream::connect_timeout(addr, Duration::from_secs(2)).is_ok());
+    assert!(
+        answers,
+        "{service} is not running at {url}: this test needs it. Start one (`cargo xtask test` does) or set {variable}."
+    );
+}
+
 /// A short random suffix for names shared on a broker (streams, keys, subjects).
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}{}", ulid::Ulid::generate().to_string().to_lowercase())
@@ -309,4 +343,37 @@ pub fn cursor_writes(history: &[Written]) -> Vec<Position> {
             Written::Lease { .. } => None,
         })
         .collect()
+}
+
+/// Wraps a sink; on call number `on_call` (0-based) it delivers only the first half of the
+/// batch, says so, and never returns: the moment to kill the dispatcher "mid-batch".
+pub struct Interrupting {
+    inner: Box<dyn Sink>,
+    on_call: usize,
+    calls: std::sync::atomic::AtomicUsize,
+    /// Notified once the half batch went through.
+    pub interrupted: Arc<tokio::sync::Notify>,
+}
+
+impl Interrupting {
+    pub fn new(inner: Box<dyn Sink>, on_call: usize) -> Interrupting {
+        Interrupting { inner, on_call, calls: Default::default(), interrupted: Arc::default() }
+    }
+}
+
+impl Sink for Interrupting {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) != self.on_call {
+                return self.inner.deliver(batch).await;
+            }
+            self.inner.deliver(&batch[..batch.len() / 2]).await?;
+            self.interrupted.notify_one();
+            std::future::pending().await
+        })
+    }
 }

@@ -1,0 +1,250 @@
+//! `[[sinks]]` as the server's TOML writes it (SPEC §7.5), and building sinks from it.
+//!
+//! One flat table per sink: the common keys (`id`, `kind`, `types`, `tenant`,
+//! `batch`, `encoding`, `max_attempts`) and the keys of its kind. A key of another
+//! kind, an unknown key, or a missing required key is refused with a message that
+//! names the key (`sinks[billing].url`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use outbox_core::Pattern;
+use outbox_core::validate::is_valid_tenant_id;
+use serde::{Deserialize, Serialize};
+
+use crate::encoding::{DEFAULT_SOURCE, Encoder, Encoding};
+use crate::sink::check_id;
+use crate::sinks::{JsonlSink, NatsSink, RedisSink, WebhookSink};
+use crate::template::Template;
+use crate::{Error, Result, Sink, SinkFilter, SinkSpec};
+
+/// The kinds of built-in sinks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKind {
+    /// HTTP POST per event, signed per Standard Webhooks.
+    Webhook,
+    /// NATS JetStream publish.
+    Nats,
+    /// Redis Streams `XADD`.
+    Redis,
+    /// One JSON line per event appended to a file.
+    Jsonl,
+}
+
+/// One `[[sinks]]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    /// `^[a-z0-9][a-z0-9_-]{0,63}$`, unique: names the sink's lease, cursor and dead letters.
+    pub id: String,
+    /// What it delivers to.
+    pub kind: SinkKind,
+    /// Type patterns (SPEC §3.5); default `["*"]`.
+    #[serde(default = "every_type")]
+    pub types: Vec<Pattern>,
+    /// Only this tenant's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Events per delivery call, 1 to 1,000; default 100.
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+    /// `json` (default), `cloudevents` or `protobuf` (not for `jsonl`).
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Failures of one event before it can be dead-lettered; default 5.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// The CloudEvents `source` (encoding `cloudevents`); default `/outbox`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// webhook: the target (`http` or `https`); nats, redis: the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// webhook: the Standard Webhooks secret, `whsec_<base64>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// webhook, nats, redis: how long one request may take; default 10,000 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// nats: the subject template; default `outbox.{tenantId}.{type}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// nats: a JetStream stream to create when absent, capturing the subject's fixed prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// nats: the duplicate window of a stream this sink creates; default 120 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_window_secs: Option<u64>,
+    /// redis: the stream key template; default `outbox:{tenantId}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// redis: `XADD … MAXLEN ~ <maxlen>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxlen: Option<u64>,
+    /// jsonl: the file to append to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+fn every_type() -> Vec<Pattern> {
+    vec![Pattern::all()]
+}
+
+fn default_batch() -> usize {
+    100
+}
+
+fn default_max_attempts() -> u32 {
+    5
+}
+
+/// The default timeout of one webhook, NATS or Redis request.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default NATS subject template.
+pub const DEFAULT_SUBJECT: &str = "outbox.{tenantId}.{type}";
+/// The default Redis key template.
+pub const DEFAULT_KEY: &str = "outbox:{tenantId}";
+/// The default duplicate window of a JetStream stream the nats sink creates.
+pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// Which keys belong to which kind (the common keys belong to all).
+const KIND_KEYS: &[(&str, &[SinkKind])] = &[
+    ("url", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis]),
+    ("secret", &[SinkKind::Webhook]),
+    ("timeout_ms", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis]),
+    ("subject", &[SinkKind::Nats]),
+    ("stream", &[SinkKind::Nats]),
+    ("duplicate_window_secs", &[SinkKind::Nats]),
+    ("key", &[SinkKind::Redis]),
+    ("maxlen", &[SinkKind::Redis]),
+    ("path", &[SinkKind::Jsonl]),
+];
+
+impl SinkConfig {
+    /// A sink of `kind` named `id` with every optional key at its default.
+    pub fn new(id: impl Into<String>, kind: SinkKind) -> SinkConfig {
+        SinkConfig {
+            id: id.into(),
+            kind,
+            types: every_type(),
+            tenant: None,
+            batch: default_batch(),
+            encoding: Encoding::Json,
+            max_attempts: default_max_attempts(),
+            source: None,
+            url: None,
+            secret: None,
+            timeout_ms: None,
+            subject: None,
+            stream: None,
+            duplicate_window_secs: None,
+            key: None,
+            maxlen: None,
+            path: None,
+        }
+    }
+
+    /// The key `field` of this sink as error messages name it: `sinks[<id>].<field>`.
+    pub fn key_name(&self, field: &str) -> String {
+        format!("sinks[{}].{field}", self.id)
+    }
+
+    /// Checks every rule that needs no I/O; [`build_sink`] checks them too.
+    pub fn validate(&self) -> Result<()> {
+        check_id(&self.id)?;
+        self.check_kind_keys()?;
+        if self.types.is_empty() {
+            return Err(Error::config(self.key_name("types"), "must name at least one pattern"));
+        }
+        if let Some(tenant) = self.tenant.as_deref().filter(|tenant| !is_valid_tenant_id(tenant)) {
+            return Err(Error::config(
+                self.key_name("tenant"),
+                format!("{tenant:?} must match ^[A-Za-z0-9._:-]{{1,128}}$"),
+            ));
+        }
+        if !(1..=outbox_pg::read::MAX_LIMIT).contains(&self.batch) {
+            return Err(Error::config(self.key_name("batch"), "must be 1 to 1000"));
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::config(self.key_name("max_attempts"), "must be at least 1"));
+        }
+        if self.source.is_some() && self.encoding != Encoding::CloudEvents {
+            return Err(Error::config(self.key_name("source"), "belongs to encoding \"cloudevents\""));
+        }
+        if self.kind == SinkKind::Jsonl && !self.encoding.is_text() {
+            return Err(Error::config(self.key_name("encoding"), "jsonl writes text: use json or cloudevents"));
+        }
+        Ok(())
+    }
+
+    fn check_kind_keys(&self) -> Result<()> {
+        let present = [
+            ("url", self.url.is_some()),
+            ("secret", self.secret.is_some()),
+            ("timeout_ms", self.timeout_ms.is_some()),
+            ("subject", self.subject.is_some()),
+            ("stream", self.stream.is_some()),
+            ("duplicate_window_secs", self.duplicate_window_secs.is_some()),
+            ("key", self.key.is_some()),
+            ("maxlen", self.maxlen.is_some()),
+            ("path", self.path.is_some()),
+        ];
+        for (key, kinds) in KIND_KEYS {
+            let given = present.iter().any(|(name, set)| name == key && *set);
+            if given && !kinds.contains(&self.kind) {
+                let kinds: Vec<String> = kinds.iter().map(|kind| format!("{kind:?}").to_lowercase()).collect();
+                return Err(Error::config(self.key_name(key), format!("belongs to kind {}", kinds.join(" or "))));
+            }
+        }
+        let required: &[&str] = match self.kind {
+            SinkKind::Webhook => &["url", "secret"],
+            SinkKind::Nats | SinkKind::Redis => &["url"],
+            SinkKind::Jsonl => &["path"],
+        };
+        for key in required {
+            if !present.iter().any(|(name, set)| name == key && *set) {
+                return Err(Error::config(self.key_name(key), format!("is required for kind {:?}", self.kind)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The request timeout (`timeout_ms`, default 10 s).
+    pub fn timeout(&self) -> Duration {
+        self.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis)
+    }
+
+    /// The encoder this sink writes with.
+    pub fn encoder(&self) -> Encoder {
+        Encoder::new(self.encoding, self.source.as_deref().unwrap_or(DEFAULT_SOURCE))
+    }
+
+    /// Which events the sink receives.
+    pub fn filter(&self) -> SinkFilter {
+        SinkFilter { tenant: self.tenant.clone(), types: self.types.clone() }
+    }
+
+    /// Parses the template in `field` (`subject` or `key`), or `default` when it is absent.
+    pub(crate) fn template(&self, field: &str, given: Option<&str>, default: &str) -> Result<Template> {
+        Template::parse(given.unwrap_or(default)).map_err(|reason| Error::config(self.key_name(field), reason))
+    }
+}
+
+/// Builds the sink a `[[sinks]]` table describes. Nothing connects yet: broker sinks
+/// connect on their first delivery, so a server starts while a broker is down.
+pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
+    config.validate()?;
+    Ok(match config.kind {
+        SinkKind::Webhook => Box::new(WebhookSink::from_config(config)?),
+        SinkKind::Nats => Box::new(NatsSink::from_config(config)?),
+        SinkKind::Redis => Box::new(RedisSink::from_config(config)?),
+        SinkKind::Jsonl => Box::new(JsonlSink::from_config(config)?),
+    })
+}
+
+/// Builds the sink and how the dispatcher feeds it (filter, batch, attempts).
+pub fn build_spec(config: &SinkConfig) -> Result<SinkSpec> {
+    let sink = build_sink(config)?;
+    Ok(SinkSpec { sink: sink.into(), filter: config.filter(), batch: config.batch, max_attempts: config.max_attempts })
+}

@@ -1,0 +1,117 @@
+//! `[[sinks]]` tables: the SPEC's example builds, and every mistake names its key.
+
+use outbox_workers::config::{SinkConfig, SinkKind, build_sink, build_spec};
+use outbox_workers::encoding::Encoding;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct File {
+    sinks: Vec<SinkConfig>,
+}
+
+/// The `[[sinks]]` example of SPEC §7.5, verbatim.
+const SPEC_EXAMPLE: &str = r#"
+[[sinks]]
+id = "billing"                      # ^[a-z0-9][a-z0-9_-]{0,63}$, unique
+kind = "webhook"                    # webhook | nats | redis | jsonl
+types = ["reservation.*"]           # patterns (§3.5); default ["*"]
+tenant = "acme"                     # optional: one tenant's events only
+batch = 100                         # events per delivery call
+encoding = "json"                   # json | cloudevents | protobuf
+url = "https://billing.example.com/hooks/outbox"   # webhook target
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"   # webhook: Standard Webhooks secret
+
+[[sinks]]
+id = "bus"
+kind = "nats"
+url = "nats://127.0.0.1:4222"
+subject = "outbox.{tenantId}.{type}"
+stream = "OUTBOX"                   # created when absent, capturing the template's fixed prefix ("outbox.>")
+
+[[sinks]]
+id = "feed"
+kind = "redis"
+url = "redis://127.0.0.1:6379"
+key = "outbox:{tenantId}"
+maxlen = 1000000                    # optional, XADD MAXLEN ~
+
+[[sinks]]
+id = "archive"
+kind = "jsonl"
+path = "/var/lib/outbox/events.jsonl"
+"#;
+
+#[test]
+fn the_spec_example_parses_and_builds_every_sink() {
+    let file: File = toml::from_str(SPEC_EXAMPLE).unwrap();
+    let kinds: Vec<SinkKind> = file.sinks.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl]);
+    let billing = &file.sinks[0];
+    assert_eq!((billing.tenant.as_deref(), billing.batch, billing.encoding), (Some("acme"), 100, Encoding::Json));
+    assert_eq!(billing.filter().types[0].as_str(), "reservation.*");
+    assert_eq!(file.sinks[1].types[0].as_str(), "*", "types default to every type");
+    for config in &file.sinks {
+        let sink = build_sink(config).unwrap_or_else(|e| panic!("{}: {e}", config.id));
+        assert_eq!(sink.id(), config.id);
+    }
+    let spec = build_spec(billing).unwrap();
+    assert_eq!((spec.batch, spec.max_attempts, spec.filter.tenant.as_deref()), (100, 5, Some("acme")));
+}
+
+#[track_caller]
+fn check(table: &str, expect: &str) {
+    let parsed = toml::from_str::<File>(&format!("[[sinks]]\n{table}"));
+    let message = match parsed {
+        Err(error) => error.to_string(),
+        Ok(file) => match build_sink(&file.sinks[0]) {
+            Ok(_) => "ok".to_owned(),
+            Err(error) => error.to_string(),
+        },
+    };
+    assert!(message.contains(expect), "{table}\n=> {message}\n(expected {expect:?})");
+}
+
+#[test]
+fn every_mistake_names_its_key() {
+    let webhook =
+        "kind = \"webhook\"\nurl = \"http://127.0.0.1:9/h\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"";
+    check(&format!("id = \"ok\"\n{webhook}"), "ok");
+    check(&format!("id = \"Billing\"\n{webhook}"), "sinks[Billing].id");
+    check(&format!("id = \"-x\"\n{webhook}"), "sinks[-x].id");
+    check(&format!("id = \"{}\"\n{webhook}", "a".repeat(65)), "must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+    check(&format!("id = \"{}\"\n{webhook}", "a".repeat(64)), "ok");
+    check(&format!("id = \"x\"\n{webhook}\ncolour = \"red\""), "unknown field `colour`");
+    check(&format!("id = \"x\"\n{webhook}\nkey = \"k\""), "sinks[x].key: belongs to kind redis");
+    check(&format!("id = \"x\"\n{webhook}\nbatch = 0"), "sinks[x].batch: must be 1 to 1000");
+    check(&format!("id = \"x\"\n{webhook}\nbatch = 1001"), "sinks[x].batch");
+    check(&format!("id = \"x\"\n{webhook}\ntypes = []"), "sinks[x].types");
+    check(&format!("id = \"x\"\n{webhook}\ntypes = [\"Bad\"]"), "invalid");
+    check(&format!("id = \"x\"\n{webhook}\ntenant = \"a b\""), "sinks[x].tenant");
+    check(&format!("id = \"x\"\n{webhook}\nencoding = \"xml\""), "unknown variant `xml`");
+    check(&format!("id = \"x\"\n{webhook}\nsource = \"/s\""), "sinks[x].source: belongs to encoding \"cloudevents\"");
+    check("id = \"x\"\nkind = \"webhook\"\nurl = \"http://h/\"", "sinks[x].secret: is required");
+    check(
+        "id = \"x\"\nkind = \"webhook\"\nurl = \"ftp://h/\"\nsecret = \"whsec_AAAA\"",
+        "sinks[x].url: must be an http",
+    );
+    check(
+        "id = \"x\"\nkind = \"webhook\"\nurl = \"http://h/\"\nsecret = \"AAAA\"",
+        "sinks[x].secret: must start with whsec_",
+    );
+    check("id = \"x\"\nkind = \"kafka\"", "unknown variant `kafka`");
+    check("id = \"x\"\nkind = \"nats\"", "sinks[x].url: is required");
+    check(
+        "id = \"x\"\nkind = \"nats\"\nurl = \"nats://h\"\nsubject = \"a.{tenant}\"",
+        "sinks[x].subject: unknown placeholder",
+    );
+    check("id = \"x\"\nkind = \"nats\"\nurl = \"nats://h\"\nsubject = \"{type}\"\nstream = \"S\"", "sinks[x].subject");
+    check("id = \"x\"\nkind = \"nats\"\nurl = \"nats://h\"\nstream = \"a.b\"", "sinks[x].stream");
+    check("id = \"x\"\nkind = \"redis\"\nurl = \"nats://h\"", "sinks[x].url");
+    check("id = \"x\"\nkind = \"redis\"\nurl = \"redis://h\"\nmaxlen = 0", "sinks[x].maxlen");
+    check(
+        "id = \"x\"\nkind = \"redis\"\nurl = \"redis://h\"\npath = \"/tmp/x\"",
+        "sinks[x].path: belongs to kind jsonl",
+    );
+    check("id = \"x\"\nkind = \"jsonl\"", "sinks[x].path: is required");
+    check("id = \"x\"\nkind = \"jsonl\"\npath = \"/tmp/x\"\nencoding = \"protobuf\"", "sinks[x].encoding");
+}
