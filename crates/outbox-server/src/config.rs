@@ -1,0 +1,481 @@
+//! The server's configuration (SPEC §8.1): a TOML file, overridden by environment
+//! variables, overridden by command-line flags.
+//!
+//! Every table refuses keys it does not know (`deny_unknown_fields`), so a typo stops
+//! start-up with a message naming the key instead of being ignored. Values that parse
+//! but break a rule (a short secret, an unknown scope, a malformed hash) are refused the
+//! same way by [`Config::validate`], naming the key.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use outbox_http::{WatchOptions, scope};
+
+/// The address `outbox serve` listens on when nothing says otherwise.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
+
+/// An HS256 secret shorter than this is refused: HMAC-SHA256 wants at least its output size.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// Configuration that cannot be used; the message names the key (or variable, or flag).
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(message: impl Into<String>) -> ConfigError {
+    ConfigError(message.into())
+}
+
+/// The whole configuration; every field has a default, so an empty file is valid.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The database (env `DATABASE_URL`).
+    pub database_url: Option<String>,
+    /// The HTTP listen address (env `OUTBOX_LISTEN`, flag `--listen`).
+    pub listen: SocketAddr,
+    /// What this process does (env `OUTBOX_ROLES`, flag `--roles`).
+    pub roles: Roles,
+    /// Authentication of HTTP callers.
+    pub auth: AuthConfig,
+    /// Options of the live stream (SPEC §5.4).
+    pub watch: WatchOptions,
+    /// Retention (SPEC §9); read, not run yet.
+    pub retention: RetentionConfig,
+    /// Sinks (SPEC §7.5); accepted as written, run by the `sinks` role once it exists.
+    pub sinks: Vec<toml::Value>,
+    /// Whether webhook targets on loopback and private addresses are allowed (SPEC §7.6).
+    pub allow_private_targets: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            database_url: None,
+            listen: DEFAULT_LISTEN.parse().expect("a valid default address"),
+            roles: Roles::default(),
+            auth: AuthConfig::default(),
+            watch: WatchOptions::default(),
+            retention: RetentionConfig::default(),
+            sinks: Vec::new(),
+            allow_private_targets: false,
+        }
+    }
+}
+
+/// `[auth]`: who may call the HTTP routes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// HS256 secret for JWTs (env `OUTBOX_JWT_SECRET`); also what `outbox token issue` signs with.
+    pub jwt_secret: Option<String>,
+    /// PEM files of RS256 / ES256 public keys that JWTs may be signed with.
+    pub jwt_public_keys: Vec<PathBuf>,
+    /// When set, a JWT must carry this `aud`; when unset, `aud` is not checked.
+    pub jwt_audience: Option<String>,
+    /// When set, a JWT must carry this `iss`; when unset, `iss` is not checked.
+    pub jwt_issuer: Option<String>,
+    /// Static API keys, stored as their SHA-256.
+    pub api_keys: Vec<ApiKeyConfig>,
+}
+
+/// `[[auth.api_keys]]`: one static key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// A name for logs and for revocation (`identityId = "api-key:<id>"`).
+    pub id: String,
+    /// Hex SHA-256 of the key.
+    pub sha256: String,
+    /// The tenant the key reads and writes.
+    pub tenant: String,
+    /// Its scopes (SPEC §5.2).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// `[retention]` (SPEC §9), with the SPEC's defaults.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Seconds between passes.
+    pub every_seconds: u64,
+    /// Rows per delete statement.
+    pub batch: u64,
+    /// Statements per pass at most.
+    pub max_rounds: u64,
+    /// Rows younger than this are kept.
+    pub min_age_seconds: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> RetentionConfig {
+        RetentionConfig { every_seconds: 300, batch: 5000, max_rounds: 20, min_age_seconds: 3600 }
+    }
+}
+
+/// One thing a server process does (SPEC §8.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Serve the HTTP routes.
+    Http,
+    /// Run sink and webhook loops.
+    Sinks,
+    /// Run retention.
+    Retention,
+    /// Feed in-process subscribers.
+    Subscribers,
+    /// Every role.
+    All,
+}
+
+impl Role {
+    fn parse(text: &str) -> Option<Role> {
+        Some(match text {
+            "http" => Role::Http,
+            "sinks" => Role::Sinks,
+            "retention" => Role::Retention,
+            "subscribers" => Role::Subscribers,
+            "all" => Role::All,
+            _ => return None,
+        })
+    }
+}
+
+/// The roles of a process; `all` by default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Vec<Role>")]
+pub struct Roles(BTreeSet<Role>);
+
+impl Default for Roles {
+    fn default() -> Roles {
+        Roles(BTreeSet::from([Role::All]))
+    }
+}
+
+impl TryFrom<Vec<Role>> for Roles {
+    type Error = String;
+
+    fn try_from(roles: Vec<Role>) -> Result<Roles, String> {
+        if roles.is_empty() {
+            return Err("roles must name at least one of http, sinks, retention, subscribers, all".into());
+        }
+        Ok(Roles(roles.into_iter().collect()))
+    }
+}
+
+impl Roles {
+    /// Parses a comma-separated list (`http,sinks`), as the variable and the flag take it.
+    pub fn parse(text: &str, source: &str) -> Result<Roles, ConfigError> {
+        let roles = text.split(',').map(str::trim).filter(|r| !r.is_empty()).map(|name| {
+            Role::parse(name).ok_or_else(|| {
+                bad(format!("{source}: unknown role {name:?} (expected http, sinks, retention, subscribers or all)"))
+            })
+        });
+        let roles = roles.collect::<Result<Vec<_>, _>>()?;
+        Roles::try_from(roles).map_err(|message| bad(format!("{source}: {message}")))
+    }
+
+    /// Whether this process has `role` (`all` has every role).
+    pub fn has(&self, role: Role) -> bool {
+        self.0.contains(&role) || self.0.contains(&Role::All)
+    }
+}
+
+impl std::fmt::Display for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.0.iter().map(|r| format!("{r:?}").to_lowercase()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// The flags that override the file and the environment.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--roles`.
+    pub roles: Option<String>,
+}
+
+impl Config {
+    /// Reads `path` (or the file named by `OUTBOX_CONFIG`, or nothing), applies the
+    /// environment, then `overrides`, then validates.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        Config::load_with(path, overrides, |name| std::env::var(name).ok())
+    }
+
+    /// [`Config::load`] with the environment as a function, for tests.
+    pub fn load_with(
+        path: Option<&Path>,
+        overrides: &Overrides,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let path = path.map(Path::to_path_buf).or_else(|| env("OUTBOX_CONFIG").map(PathBuf::from));
+        let mut config = match &path {
+            Some(path) => Config::read(path)?,
+            None => Config::default(),
+        };
+        config.apply_env(&env)?;
+        config.apply_overrides(overrides)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses one file.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad(format!("cannot read the configuration file {}: {e}", path.display())))?;
+        Config::parse(&text).map_err(|e| bad(format!("bad configuration in {}: {e}", path.display())))
+    }
+
+    /// Parses TOML text; the error names the key and shows its line.
+    pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    fn apply_env(&mut self, env: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let set = |name: &str| env(name).filter(|value| !value.is_empty());
+        if let Some(url) = set("DATABASE_URL") {
+            self.database_url = Some(url);
+        }
+        if let Some(listen) = set("OUTBOX_LISTEN") {
+            self.listen =
+                listen.parse().map_err(|e| bad(format!("OUTBOX_LISTEN: {listen:?} is not an address: {e}")))?;
+        }
+        if let Some(roles) = set("OUTBOX_ROLES") {
+            self.roles = Roles::parse(&roles, "OUTBOX_ROLES")?;
+        }
+        if let Some(secret) = set("OUTBOX_JWT_SECRET") {
+            self.auth.jwt_secret = Some(secret);
+        }
+        Ok(())
+    }
+
+    fn apply_overrides(&mut self, overrides: &Overrides) -> Result<(), ConfigError> {
+        if let Some(listen) = overrides.listen {
+            self.listen = listen;
+        }
+        if let Some(roles) = &overrides.roles {
+            self.roles = Roles::parse(roles, "--roles")?;
+        }
+        Ok(())
+    }
+
+    /// Checks the rules the types alone do not, naming the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(secret) = &self.auth.jwt_secret
+            && secret.len() < MIN_SECRET_BYTES
+        {
+            return Err(bad(format!(
+                "auth.jwt_secret (or OUTBOX_JWT_SECRET) must be at least {MIN_SECRET_BYTES} bytes, it has {}",
+                secret.len()
+            )));
+        }
+        let mut ids = BTreeSet::new();
+        for (index, key) in self.auth.api_keys.iter().enumerate() {
+            key.validate(&format!("auth.api_keys[{index}]"))?;
+            if !ids.insert(&key.id) {
+                return Err(bad(format!("auth.api_keys[{index}].id: {:?} is used twice", key.id)));
+            }
+        }
+        self.validate_watch()
+    }
+
+    fn validate_watch(&self) -> Result<(), ConfigError> {
+        let watch = &self.watch;
+        let positive = [
+            ("watch.heartbeat_ms", watch.heartbeat_ms),
+            ("watch.poll_ms", watch.poll_ms),
+            ("watch.batch", watch.batch as u64),
+            ("watch.max_duration_ms", watch.max_duration_ms),
+            ("watch.reauthorize_ms", watch.reauthorize_ms),
+        ];
+        match positive.iter().find(|(_, value)| *value == 0) {
+            Some((key, _)) => Err(bad(format!("{key} must be greater than 0"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl ApiKeyConfig {
+    fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        if self.id.is_empty() {
+            return Err(bad(format!("{key}.id must not be empty")));
+        }
+        let hex_ok = self.sha256.len() == 64 && self.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex_ok {
+            return Err(bad(format!("{key}.sha256 must be the 64 hex digits of the key's SHA-256")));
+        }
+        if !outbox_core::validate::is_valid_tenant_id(&self.tenant) {
+            return Err(bad(format!(
+                "{key}.tenant: {:?} is not a tenant id (^[A-Za-z0-9._:-]{{1,128}}$)",
+                self.tenant
+            )));
+        }
+        match self.scopes.iter().find(|s| !KNOWN_SCOPES.contains(&s.as_str())) {
+            Some(unknown) => Err(bad(format!("{key}.scopes: unknown scope {unknown:?} (expected {KNOWN_SCOPES:?})"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The scopes of SPEC §5.2.
+pub const KNOWN_SCOPES: [&str; 4] = [scope::EVENTS_READ, scope::EVENTS_WRITE, scope::WEBHOOKS_WRITE, scope::ADMIN];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    fn load(text: &str, env: &[(&str, &str)], overrides: &Overrides) -> Result<Config, String> {
+        let dir = std::env::temp_dir().join(format!("outbox-config-{}-{}", std::process::id(), rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("outbox.toml");
+        std::fs::write(&path, text).unwrap();
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let result = Config::load_with(Some(&path), overrides, lookup).map_err(|e| e.to_string());
+        std::fs::remove_dir_all(&dir).unwrap();
+        result
+    }
+
+    #[track_caller]
+    fn refused(text: &str, fragment: &str) {
+        let message = load(text, &[], &Overrides::default()).expect_err("expected a refusal");
+        assert!(message.contains(fragment), "{message:?} lacks {fragment:?}");
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let config = load("", &[], &Overrides::default()).unwrap();
+        assert_eq!(config.listen.to_string(), DEFAULT_LISTEN);
+        assert!(config.roles.has(Role::Http) && config.roles.has(Role::Sinks));
+        assert_eq!(config.watch.heartbeat_ms, 15000);
+        assert_eq!(config.retention, RetentionConfig::default());
+        assert!(config.auth.jwt_secret.is_none() && !config.allow_private_targets);
+    }
+
+    #[test]
+    fn the_spec_example_parses() {
+        let text = format!(
+            r#"
+            database_url = "postgres://outbox@db/outbox"
+            listen = "0.0.0.0:9090"
+            roles = ["http", "sinks"]
+            allow_private_targets = true
+            [auth]
+            jwt_secret = "{SECRET}"
+            jwt_public_keys = ["/etc/outbox/issuer.pem"]
+            [[auth.api_keys]]
+            id = "ops"
+            sha256 = "{}"
+            tenant = "acme"
+            scopes = ["events:read"]
+            [watch]
+            heartbeat_ms = 5000
+            [retention]
+            min_age_seconds = 60
+            [[sinks]]
+            id = "billing"
+            kind = "webhook"
+            "#,
+            "ab".repeat(32)
+        );
+        let config = load(&text, &[], &Overrides::default()).unwrap();
+        assert_eq!(config.database_url.as_deref(), Some("postgres://outbox@db/outbox"));
+        assert_eq!(config.listen.port(), 9090);
+        assert!(config.roles.has(Role::Sinks) && !config.roles.has(Role::Retention));
+        assert_eq!(config.auth.api_keys[0].scopes, ["events:read"]);
+        assert_eq!(config.watch.heartbeat_ms, 5000);
+        assert_eq!(config.watch.poll_ms, 100);
+        assert_eq!(config.retention.min_age_seconds, 60);
+        assert_eq!(config.retention.batch, 5000);
+        assert_eq!(config.sinks.len(), 1);
+        assert!(config.allow_private_targets);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        refused("listen_addr = \"0.0.0.0:1\"", "listen_addr");
+        refused("[auth]\njwt_secrett = \"x\"", "jwt_secrett");
+        refused("[watch]\nheartbeat = 1", "heartbeat");
+        refused("[retention]\nmin_age = 1", "min_age");
+        refused("[[auth.api_keys]]\nid = \"a\"\nsha256 = \"\"\ntenant = \"t\"\nkeyy = 1", "keyy");
+        refused("[metrics]\n", "metrics");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        refused("listen = \"nowhere\"", "listen");
+        refused("roles = [\"web\"]", "web");
+        refused("roles = []", "roles must name");
+        refused("[auth]\njwt_secret = \"short\"", "auth.jwt_secret");
+        refused("[watch]\npoll_ms = 0", "watch.poll_ms");
+        let key = |sha: &str, tenant: &str, scope: &str| {
+            format!(
+                "[[auth.api_keys]]\nid = \"ops\"\nsha256 = \"{sha}\"\ntenant = \"{tenant}\"\nscopes = [\"{scope}\"]"
+            )
+        };
+        let sha = "ab".repeat(32);
+        refused(&key("abc", "acme", "admin"), "auth.api_keys[0].sha256");
+        refused(&key(&sha, "a b", "admin"), "auth.api_keys[0].tenant");
+        refused(&key(&sha, "acme", "everything"), "auth.api_keys[0].scopes");
+        refused(&format!("{}\n{}", key(&sha, "acme", "admin"), key(&sha, "acme", "admin")), "api_keys[1].id");
+    }
+
+    #[test]
+    fn environment_overrides_the_file_and_flags_override_both() {
+        let text = format!("listen = \"127.0.0.1:1000\"\nroles = [\"sinks\"]\n[auth]\njwt_secret = \"{SECRET}\"");
+        let other_secret = "z".repeat(40);
+        let env = [
+            ("DATABASE_URL", "postgres://env/db"),
+            ("OUTBOX_LISTEN", "127.0.0.1:2000"),
+            ("OUTBOX_ROLES", "http, retention"),
+            ("OUTBOX_JWT_SECRET", other_secret.as_str()),
+        ];
+        let config = load(&text, &env, &Overrides::default()).unwrap();
+        assert_eq!(config.database_url.as_deref(), Some("postgres://env/db"));
+        assert_eq!(config.listen.port(), 2000);
+        assert!(config.roles.has(Role::Retention) && !config.roles.has(Role::Sinks));
+        assert_eq!(config.auth.jwt_secret.as_deref(), Some(other_secret.as_str()));
+
+        let flags = Overrides { listen: Some("127.0.0.1:3000".parse().unwrap()), roles: Some("subscribers".into()) };
+        let config = load(&text, &env, &flags).unwrap();
+        assert_eq!(config.listen.port(), 3000);
+        assert!(config.roles.has(Role::Subscribers) && !config.roles.has(Role::Http));
+    }
+
+    #[test]
+    fn bad_environment_and_flags_are_named() {
+        let err = load("", &[("OUTBOX_LISTEN", "x")], &Overrides::default()).unwrap_err();
+        assert!(err.contains("OUTBOX_LISTEN"), "{err}");
+        let err = load("", &[("OUTBOX_ROLES", "http,web")], &Overrides::default()).unwrap_err();
+        assert!(err.contains("OUTBOX_ROLES") && err.contains("web"), "{err}");
+        let err = load("", &[], &Overrides { roles: Some("nope".into()), ..Overrides::default() }).unwrap_err();
+        assert!(err.contains("--roles"), "{err}");
+        let err = load("", &[("OUTBOX_JWT_SECRET", "short")], &Overrides::default()).unwrap_err();
+        assert!(err.contains("OUTBOX_JWT_SECRET"), "{err}");
+    }
+
+    #[test]
+    fn outbox_config_names_the_file() {
+        let err = Config::load_with(None, &Overrides::default(), |name| {
+            (name == "OUTBOX_CONFIG").then(|| "/nonexistent/outbox.toml".to_owned())
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/outbox.toml"), "{err}");
+    }
+}

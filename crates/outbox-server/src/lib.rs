@@ -1,0 +1,15 @@
+//! The `outbox` binary: configuration, roles, authentication, wiring and the command line.
+//!
+//! - [`config`]: the TOML file, the environment and the flags (SPEC §8.1).
+//! - [`auth`]: [`auth::TokenAuthorizer`], JWTs and hashed API keys (SPEC §5.2); [`token`] mints JWTs.
+//! - [`revocation`]: revocations recorded in the database and applied by every process (SPEC §5.5).
+//!
+//! **Architecture invariant:** the server only wires. Every capability lives in a library
+//! crate (`outbox-pg`, `outbox-http`, `outbox-workers`); this crate reads configuration,
+//! authenticates callers, starts what the roles ask for, and maps errors to exit codes. It
+//! reaches the database only through `outbox_pg::sqlx`, and is the only crate that uses `anyhow`.
+
+pub mod auth;
+pub mod config;
+pub mod revocation;
+pub mod token;
