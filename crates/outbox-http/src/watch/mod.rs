@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::{Response, StatusCode};
@@ -81,7 +81,8 @@ fn sse_response(stream: WatchStream) -> Response<Body> {
     let frames = futures_util::stream::unfold(stream, |mut stream| async move {
         let frame = stream.next_frame().await?;
         Some((Ok::<_, Infallible>(Frame::data(frame)), stream))
-    });
+    })
+    .fuse(); // an ended stream stays ended, however often the body is polled
     let mut response = Response::new(BodyExt::boxed(StreamBody::new(SyncStream::new(frames))));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
