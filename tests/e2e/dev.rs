@@ -1,43 +1,35 @@
-//! `outbox dev` on its embedded default: a PostgreSQL of its own, migrated, stopped with the process.
+//! `outbox dev` on its embedded default: a PostgreSQL of its own, migrated, served, stopped
+//! with the process.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use outbox_e2e::client::{get, watch};
 use sqlx::Connection;
 
-use crate::support::outbox_binary;
+use crate::support::Process;
 
-/// Starts `outbox dev --data-dir dir` without DATABASE_URL; returns it and the URL it printed.
-fn start_dev(dir: &Path) -> (Child, String) {
-    let mut child = Command::new(outbox_binary())
-        .args(["dev", "--data-dir"])
-        .arg(dir)
-        .env_remove("DATABASE_URL")
-        .env("OUTBOX_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting outbox dev");
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || stdout.lines().map_while(Result::ok).for_each(|line| drop(lines.send(line))));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok(line) = received.recv_timeout(left) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("outbox dev did not print its database URL within 60 s");
-        };
-        if let Some(rest) = line.strip_prefix("outbox dev: database ready at ") {
-            let url = rest.split_whitespace().next().unwrap().to_owned();
-            return (child, url);
-        }
-    }
+/// What `outbox dev` printed.
+struct Dev {
+    process: Process,
+    url: String,
+    addr: SocketAddr,
+    token: String,
+}
+
+/// Starts `outbox dev --listen 127.0.0.1:0 --data-dir dir extra…` without DATABASE_URL.
+fn start_dev(dir: &Path, extra: &[&str]) -> Dev {
+    let mut args = vec!["dev", "--listen", "127.0.0.1:0", "--data-dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let mut process = Process::spawn(&args, &[]);
+    let ready = process.line_after("outbox dev: database ready at ", Duration::from_secs(60));
+    let url = ready.split_whitespace().next().unwrap().to_owned();
+    let serving = process.line_after("outbox dev: serving every role on http://", Duration::from_secs(30));
+    let addr = serving.trim().parse().expect("a printed address");
+    let token_line = process.line_after("outbox dev: admin token", Duration::from_secs(5));
+    let token = token_line.rsplit(' ').next().unwrap().to_owned();
+    Dev { process, url, addr, token }
 }
 
 fn port_of(url: &str) -> u16 {
@@ -58,46 +50,68 @@ fn wait_until_closed(port: u16) {
 }
 
 fn data_dir(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("outbox-e2e-{name}-{}", std::process::id()))
+    std::env::temp_dir().join(format!("outbox-e2e-{name}-{}", std::process::id())).join("pg")
 }
 
-#[tokio::test]
-async fn dev_runs_a_migrated_database_and_stops_it_on_ctrl_c() {
+async fn applied(url: &str) -> i64 {
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("the printed URL connects");
+    let applied = sqlx::query_scalar("SELECT count(*) FROM compute_migrations").fetch_one(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    applied
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_runs_a_migrated_database_serves_it_and_stops_it_on_ctrl_c() {
     let dir = data_dir("dev");
-    let (mut child, url) = start_dev(&dir);
-    let mut conn = sqlx::PgConnection::connect(&url).await.expect("the printed URL connects");
-    let applied: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM compute_migrations").fetch_one(&mut conn).await.unwrap();
-    assert_eq!(applied, 3);
-    conn.close().await.unwrap();
+    let mut dev = start_dev(&dir, &[]);
+    assert_eq!(applied(&dev.url).await, 4);
+    assert_eq!(get(dev.addr, "/readyz", None).await.status, 200);
+    assert_eq!(get(dev.addr, "/events", Some(&dev.token)).await.status, 200, "the printed admin token works");
+    let first_token = dev.token.clone();
 
-    let interrupted = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(interrupted.success());
-    let status = child.wait().unwrap();
+    let status = dev.process.signal_and_wait("INT", Duration::from_secs(30));
     assert!(status.success(), "outbox dev exits 0 on Ctrl-C ({status})");
-    assert!(!answers(port_of(&url)), "the embedded PostgreSQL stopped with outbox dev");
+    assert!(!answers(port_of(&dev.url)), "the embedded PostgreSQL stopped with outbox dev");
+    assert!(dir.parent().unwrap().join("dev-secret").exists(), "the dev secret is kept next to the cluster");
 
-    // The data stays: a second start reuses the cluster and applies nothing.
-    let (mut again, url) = start_dev(&dir);
-    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
-    let applied: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM compute_migrations").fetch_one(&mut conn).await.unwrap();
-    assert_eq!(applied, 3);
-    conn.close().await.unwrap();
-    again.kill().unwrap();
-    again.wait().unwrap();
-    wait_until_closed(port_of(&url));
-    std::fs::remove_dir_all(&dir).unwrap();
+    // The data and the secret stay: a second start reuses the cluster, applies nothing, and
+    // accepts the first run's token.
+    let mut again = start_dev(&dir, &[]);
+    assert_eq!(applied(&again.url).await, 4);
+    assert_eq!(get(again.addr, "/events", Some(&first_token)).await.status, 200, "tokens survive a restart");
+    again.process.child.kill().unwrap();
+    again.process.child.wait().unwrap();
+    wait_until_closed(port_of(&again.url));
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn a_killed_dev_leaves_no_server_behind() {
     let dir = data_dir("killed");
-    let (mut child, url) = start_dev(&dir);
-    assert!(answers(port_of(&url)));
-    child.kill().unwrap(); // SIGKILL: no destructor runs, the watchdog must stop the server
-    child.wait().unwrap();
-    wait_until_closed(port_of(&url));
+    let mut dev = start_dev(&dir, &[]);
+    assert!(answers(port_of(&dev.url)));
+    dev.process.child.kill().unwrap(); // SIGKILL: no destructor runs, the watchdog must stop the server
+    dev.process.child.wait().unwrap();
+    wait_until_closed(port_of(&dev.url));
     assert!(!dir.join("postmaster.pid").exists(), "the server shut down cleanly");
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_demo_shows_events_on_watch_within_seconds() {
+    let dir = data_dir("demo");
+    let mut dev = start_dev(&dir, &["--demo"]);
+    for (path, tenant) in [("/watch", "acme"), ("/watch?tenantId=globex", "globex")] {
+        let mut stream = watch(dev.addr, path, Some(&dev.token)).await.unwrap_or_else(|reply| panic!("{reply:?}"));
+        let frame = stream.until(Duration::from_secs(10), |frame| frame.id.is_some()).await;
+        let event = frame.json();
+        assert_eq!(event["tenantId"], tenant, "{event}");
+        assert_eq!(frame.event.as_deref(), event["type"].as_str());
+        let family = event["type"].as_str().unwrap().split('.').next().unwrap().to_owned();
+        assert!(["reservation", "node", "pool"].contains(&family.as_str()), "{event}");
+        assert!(event["subject"].as_str().unwrap().starts_with(&format!("{family}/")), "{event}");
+    }
+    let status = dev.process.signal_and_wait("TERM", Duration::from_secs(30));
+    assert!(status.success(), "outbox dev --demo exits 0 on SIGTERM ({status})");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }

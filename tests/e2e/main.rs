@@ -1,5 +1,8 @@
 //! End-to-end tests: the real `outbox` binary against a real PostgreSQL.
 
+mod config;
 mod dev;
 mod migrate;
+mod serve;
 mod support;
+mod token;

@@ -1,7 +1,11 @@
 //! Finding and running the `outbox` binary.
 
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// The `outbox` binary, built fresh once per test run.
 ///
@@ -18,8 +22,12 @@ fn build_outbox() -> PathBuf {
     // <target>/<profile>/deps/e2e-<hash>
     let target = exe.ancestors().nth(3).expect("a target directory").join("e2e");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The workspace this test was built from, wherever the test runs.
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("Cargo.toml");
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox", "--target-dir"])
+        .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
         .arg(&target)
         .status()
         .expect("running cargo build for the outbox binary");
@@ -32,14 +40,114 @@ fn build_outbox() -> PathBuf {
 /// Runs `outbox args…` with `env` to completion.
 pub fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(outbox_binary());
-    command.args(args).env_remove("DATABASE_URL").env("OUTBOX_LOG", "warn");
+    clean_env(command.args(args));
     for (key, value) in env {
         command.env(key, value);
     }
     command.output().expect("running outbox")
 }
 
+/// Removes the variables the binary reads, so only what a test passes applies.
+fn clean_env(command: &mut Command) -> &mut Command {
+    for name in ["DATABASE_URL", "OUTBOX_CONFIG", "OUTBOX_LISTEN", "OUTBOX_ROLES", "OUTBOX_JWT_SECRET"] {
+        command.env_remove(name);
+    }
+    command.env("OUTBOX_LOG", "warn")
+}
+
 /// Standard output and error as text, for assertions and failure messages.
 pub fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// A running `outbox` process whose standard output is read line by line.
+pub struct Process {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Process {
+    /// Starts `outbox args…` with `env` (DATABASE_URL removed unless given).
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
+        let mut command = Command::new(outbox_binary());
+        clean_env(command.args(args));
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("starting outbox");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).for_each(|line| drop(sender.send(line))));
+        Process { child, lines }
+    }
+
+    /// The rest of the first line starting with `prefix`, waiting at most `within`.
+    pub fn line_after(&mut self, prefix: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return rest.to_owned();
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let status = self.child.wait();
+                    panic!("outbox printed no line starting with {prefix:?} within {within:?} ({status:?})");
+                }
+            }
+        }
+    }
+
+    /// Sends SIGTERM (or another signal by name) and waits at most `within` for the exit.
+    pub fn signal_and_wait(&mut self, signal: &str, within: Duration) -> ExitStatus {
+        let sent = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status();
+        assert!(sent.expect("running kill").success(), "kill -{signal} failed");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting for outbox") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("outbox did not exit within {within:?} of SIG{signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A secret every test server of this suite accepts.
+pub const SECRET: &str = "e2e-secret-0123456789abcdef0123456789";
+
+/// Starts `outbox serve --listen 127.0.0.1:0 extra…` on `database_url` with [`SECRET`];
+/// returns it and the address it printed.
+pub fn serve(database_url: &str, extra: &[&str]) -> (Process, SocketAddr) {
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut process = Process::spawn(&args, &[("DATABASE_URL", database_url), ("OUTBOX_JWT_SECRET", SECRET)]);
+    let rest = process.line_after("outbox serve: listening on http://", Duration::from_secs(60));
+    let addr = rest.split_whitespace().next().unwrap().parse().expect("a printed address");
+    (process, addr)
+}
+
+/// `outbox token issue …` with [`SECRET`]; the printed token.
+pub fn issue_token(args: &[&str]) -> String {
+    let mut all = vec!["token", "issue"];
+    all.extend_from_slice(args);
+    let output = run(&all, &[("OUTBOX_JWT_SECRET", SECRET)]);
+    let (out, err) = text(&output);
+    assert!(output.status.success(), "token issue failed: {out}{err}");
+    out.trim().to_owned()
 }

@@ -1,1 +1,202 @@
-//! End-to-end tests of the `outbox` binary live in `e2e/`.
+//! End-to-end tests of the `outbox` binary live in `e2e/`; this library holds what they and
+//! the server's own integration tests share: a small HTTP/1 client over loopback that can
+//! also read a Server-Sent-Events stream frame by frame.
+
+pub mod client {
+    //! One connection per request, HTTP/1.1, no pooling: each call sees the server fresh.
+
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Incoming;
+    use hyper_util::rt::TokioIo;
+
+    /// A whole response.
+    #[derive(Debug)]
+    pub struct Reply {
+        /// The status code.
+        pub status: u16,
+        /// The headers.
+        pub headers: http::HeaderMap,
+        /// The body as text.
+        pub body: String,
+    }
+
+    impl Reply {
+        /// The body as JSON (panics naming the body when it is not).
+        pub fn json(&self) -> serde_json::Value {
+            serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        }
+
+        /// The `error.code` of a JSON refusal.
+        pub fn error_code(&self) -> String {
+            self.json()["error"]["code"].as_str().unwrap_or_default().to_owned()
+        }
+    }
+
+    async fn send(addr: SocketAddr, request: http::Request<Full<Bytes>>) -> http::Response<Incoming> {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("an HTTP/1 handshake");
+        tokio::spawn(connection);
+        sender.send_request(request).await.expect("a response")
+    }
+
+    fn build(
+        method: &str,
+        addr: SocketAddr,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+    ) -> http::Request<Full<Bytes>> {
+        let mut builder = http::Request::builder()
+            .method(method)
+            .uri(format!("http://{addr}{path}"))
+            .header(http::header::HOST, addr.to_string());
+        if let Some(token) = token {
+            builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if !body.is_empty() {
+            builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        builder.body(Full::new(Bytes::from(body.to_owned()))).expect("a valid request")
+    }
+
+    /// Sends `method path` with an optional bearer token and body; reads the whole answer.
+    pub async fn request(method: &str, addr: SocketAddr, path: &str, token: Option<&str>, body: &str) -> Reply {
+        let response = send(addr, build(method, addr, path, token, body)).await;
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.expect("a whole body").to_bytes();
+        Reply {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
+    /// `GET path`.
+    pub async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> Reply {
+        request("GET", addr, path, token, "").await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post(addr: SocketAddr, path: &str, token: Option<&str>, json: &serde_json::Value) -> Reply {
+        request("POST", addr, path, token, &json.to_string()).await
+    }
+
+    /// One SSE block: its fields, or a comment line.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct Frame {
+        /// `id:`.
+        pub id: Option<String>,
+        /// `event:`.
+        pub event: Option<String>,
+        /// `data:` (lines joined with `\n`).
+        pub data: Option<String>,
+        /// `retry:`.
+        pub retry: Option<String>,
+        /// A `: comment` line.
+        pub comment: Option<String>,
+    }
+
+    impl Frame {
+        /// The data as JSON.
+        pub fn json(&self) -> serde_json::Value {
+            serde_json::from_str(self.data.as_deref().unwrap_or("null")).expect("JSON data")
+        }
+    }
+
+    /// An open `text/event-stream` response, read frame by frame.
+    pub struct EventStream {
+        body: Incoming,
+        buffer: String,
+        ended: bool,
+    }
+
+    /// Opens `GET path` as a stream; a non-200 answer comes back whole as `Err`.
+    pub async fn watch(addr: SocketAddr, path: &str, token: Option<&str>) -> Result<EventStream, Reply> {
+        let response = send(addr, build("GET", addr, path, token, "")).await;
+        let (parts, body) = response.into_parts();
+        if parts.status != http::StatusCode::OK {
+            let bytes = body.collect().await.expect("a whole body").to_bytes();
+            let body = String::from_utf8_lossy(&bytes).into_owned();
+            return Err(Reply { status: parts.status.as_u16(), headers: parts.headers, body });
+        }
+        Ok(EventStream { body, buffer: String::new(), ended: false })
+    }
+
+    impl EventStream {
+        /// The next frame, `None` when the stream ended or `within` passed first.
+        pub async fn next(&mut self, within: Duration) -> Option<Frame> {
+            let deadline = tokio::time::Instant::now() + within;
+            loop {
+                if let Some(frame) = self.take_frame() {
+                    return Some(frame);
+                }
+                if self.ended {
+                    return None;
+                }
+                match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                    Err(_) => return None,
+                    Ok(None) | Ok(Some(Err(_))) => self.ended = true,
+                    Ok(Some(Ok(frame))) => {
+                        if let Ok(data) = frame.into_data() {
+                            self.buffer.push_str(&String::from_utf8_lossy(&data));
+                        }
+                    }
+                }
+            }
+        }
+
+        /// Reads until a frame satisfies `wanted`; panics naming what came when `within` passes.
+        pub async fn until(&mut self, within: Duration, wanted: impl Fn(&Frame) -> bool) -> Frame {
+            let started = Instant::now();
+            let mut seen = Vec::new();
+            loop {
+                let left = within.saturating_sub(started.elapsed());
+                match self.next(left).await {
+                    Some(frame) if wanted(&frame) => return frame,
+                    Some(frame) => seen.push(frame),
+                    None => panic!("no wanted frame within {within:?} (ended: {}); saw {seen:?}", self.ended),
+                }
+            }
+        }
+
+        /// Whether the server ended the stream (reads until the end, at most `within`).
+        pub async fn ends_within(&mut self, within: Duration) -> bool {
+            let deadline = Instant::now() + within;
+            while Instant::now() < deadline {
+                if self.next(deadline - Instant::now()).await.is_none() && self.ended {
+                    return true;
+                }
+            }
+            self.ended
+        }
+
+        fn take_frame(&mut self) -> Option<Frame> {
+            let end = self.buffer.find("\n\n")?;
+            let block: String = self.buffer.drain(..end + 2).collect();
+            let mut frame = Frame::default();
+            for line in block.lines().filter(|line| !line.is_empty()) {
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
+                match field {
+                    "" => frame.comment = Some(value),
+                    "id" => frame.id = Some(value),
+                    "event" => frame.event = Some(value),
+                    "retry" => frame.retry = Some(value),
+                    "data" => {
+                        frame.data = Some(match frame.data.take() {
+                            Some(before) => format!("{before}\n{value}"),
+                            None => value,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            Some(frame)
+        }
+    }
+}

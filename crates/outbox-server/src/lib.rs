@@ -3,13 +3,20 @@
 //! - [`config`]: the TOML file, the environment and the flags (SPEC §8.1).
 //! - [`auth`]: [`auth::TokenAuthorizer`], JWTs and hashed API keys (SPEC §5.2); [`token`] mints JWTs.
 //! - [`revocation`]: revocations recorded in the database and applied by every process (SPEC §5.5).
+//! - [`app`]: the router every process serves; [`server`]: the listener and graceful shutdown.
+//! - [`commands`]: one module per command; [`demo`]: the sample events of `outbox dev --demo`.
 //!
 //! **Architecture invariant:** the server only wires. Every capability lives in a library
 //! crate (`outbox-pg`, `outbox-http`, `outbox-workers`); this crate reads configuration,
 //! authenticates callers, starts what the roles ask for, and maps errors to exit codes. It
 //! reaches the database only through `outbox_pg::sqlx`, and is the only crate that uses `anyhow`.
 
+pub mod app;
 pub mod auth;
+pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod demo;
 pub mod revocation;
+pub mod server;
 pub mod token;

@@ -1,0 +1,251 @@
+//! The bundled server's router: [`app`] turns an [`AppState`] into the one service that
+//! `outbox serve`, `outbox dev` and the tests all run.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET/POST /events`, `GET /watch`, `GET /event-types` | [`OutboxService`] (role `http`) |
+//! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
+//! | `GET /healthz` | liveness: 200 `{"status":"ok"}` |
+//! | `GET /readyz` | readiness: the database answers and no migration is pending or drifted |
+//!
+//! Anything else is a JSON `NOT_FOUND`; a known path with another method is a JSON
+//! `METHOD_NOT_ALLOWED` with `Allow`. A process without the `http` role still answers
+//! `/healthz` and `/readyz`, so an orchestrator can probe every process alike.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use outbox_core::ErrorCode;
+use outbox_http::{
+    AuthError, Authorizer, Body, BoxFuture, OutboxService, Selector, error_response, json_response, scope,
+};
+use outbox_pg::Migrator;
+use outbox_pg::sqlx::PgPool;
+use serde::{Deserialize, Serialize};
+
+use crate::revocation::{self, Revocations};
+
+/// The largest body `POST /admin/streams/close` reads.
+const CLOSE_BODY_LIMIT: usize = 16 * 1024;
+
+/// The longest revocation reason accepted.
+const REASON_LIMIT: usize = 1024;
+
+/// How long `/readyz` waits for the database.
+const READY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Everything the routes need.
+pub struct AppState {
+    /// The database.
+    pub pool: PgPool,
+    /// The outbox routes and the registry of open streams.
+    pub service: OutboxService,
+    /// Who callers are (also used by the admin route).
+    pub authorizer: Arc<dyn Authorizer>,
+    /// The revoked sessions and identities, updated at once by the admin route.
+    pub revocations: Revocations,
+    /// The migrations `/readyz` compares the database with.
+    pub migrator: Migrator,
+    /// Whether this process serves the outbox and admin routes (role `http`).
+    pub serve_api: bool,
+}
+
+/// The router: one cheap-to-clone service over the shared state.
+#[derive(Clone)]
+pub struct App {
+    state: Arc<AppState>,
+}
+
+/// Builds the router over `state`.
+pub fn app(state: AppState) -> App {
+    App { state: Arc::new(state) }
+}
+
+impl App {
+    /// The shared state (the shutdown path ends the service's streams through it).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Answers one request.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        let state = &self.state;
+        let path = request.uri().path();
+        match path {
+            "/healthz" => only_get(request.method()).unwrap_or_else(healthz),
+            "/readyz" => match only_get(request.method()) {
+                Some(refusal) => refusal,
+                None => readyz(state).await,
+            },
+            "/admin/streams/close" if state.serve_api => match *request.method() {
+                Method::POST => close_streams(state, request).await,
+                _ => method_not_allowed("POST"),
+            },
+            _ if state.serve_api && OutboxService::serves(path) => state.service.handle(request).await,
+            _ => error_response(ErrorCode::NotFound, format!("no route for {path}")),
+        }
+    }
+}
+
+impl<B> hyper::service::Service<Request<B>> for App
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn call(&self, request: Request<B>) -> Self::Future {
+        let app = self.clone();
+        Box::pin(async move { Ok(app.handle(request).await) })
+    }
+}
+
+fn only_get(method: &Method) -> Option<Response<Body>> {
+    (method != Method::GET && method != Method::HEAD).then(|| method_not_allowed("GET"))
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut response = error_response(ErrorCode::MethodNotAllowed, format!("this path serves only {allow}"));
+    response.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+#[derive(Serialize)]
+struct Status {
+    status: &'static str,
+}
+
+fn healthz() -> Response<Body> {
+    json_response(StatusCode::OK, &Status { status: "ok" })
+}
+
+async fn readyz(state: &AppState) -> Response<Body> {
+    let status = match tokio::time::timeout(READY_TIMEOUT, state.migrator.status(&state.pool)).await {
+        Ok(Ok(status)) => status,
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "readiness: reading the migration ledger failed");
+            return error_response(ErrorCode::Unavailable, "the database does not answer");
+        }
+        Err(_) => return error_response(ErrorCode::Unavailable, "the database does not answer in time"),
+    };
+    if !status.drifted.is_empty() {
+        let message = format!("migrations changed after they were applied: {}", status.drifted.join(", "));
+        return error_response(ErrorCode::Unavailable, message);
+    }
+    if !status.pending.is_empty() {
+        return error_response(ErrorCode::Unavailable, format!("migrations pending: {}", status.pending.join(", ")));
+    }
+    json_response(StatusCode::OK, &Status { status: "ready" })
+}
+
+/// The body of `POST /admin/streams/close`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CloseRequest {
+    session_id: Option<String>,
+    agent_id: Option<String>,
+    delegation_id: Option<String>,
+    identity_id: Option<String>,
+    tenant_id: Option<String>,
+    #[serde(default)]
+    any_agent: bool,
+    reason: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Closed {
+    closed: usize,
+}
+
+/// Closes the matching streams here, records the revocation for every other process, and
+/// refuses a revoked session or identity at once in this process.
+async fn close_streams<B>(state: &AppState, request: Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    if let Err(refusal) = authorize_admin(state, request.headers()).await {
+        return refusal;
+    }
+    let (selector, reason) = match read_close_request(request.into_body()).await {
+        Ok(parsed) => parsed,
+        Err(refusal) => return refusal,
+    };
+    if let Err(error) = revocation::record(&state.pool, &selector, &reason).await {
+        tracing::warn!(%error, "recording a revocation failed");
+        return error_response(ErrorCode::Unavailable, "the revocation could not be recorded; try again");
+    }
+    state.revocations.insert(&selector);
+    let closed = state.service.registry().close_where(&selector, &reason);
+    tracing::info!(?selector, closed, reason, "streams closed by an administrator");
+    json_response(StatusCode::OK, &Closed { closed })
+}
+
+async fn authorize_admin(state: &AppState, headers: &http::HeaderMap) -> Result<(), Response<Body>> {
+    let grant = state.authorizer.authorize(headers).await.map_err(|error| {
+        let code = match &error {
+            AuthError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            AuthError::AccessDenied(_) => ErrorCode::AccessDenied,
+            _ => ErrorCode::Unavailable,
+        };
+        error_response(code, error.to_string())
+    })?;
+    if !grant.has_scope(scope::ADMIN) {
+        return Err(error_response(ErrorCode::AccessDenied, "closing streams needs the admin scope"));
+    }
+    Ok(())
+}
+
+async fn read_close_request<B>(body: B) -> Result<(Selector, String), Response<Body>>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    let invalid = |message: String| error_response(ErrorCode::InvalidInput, message);
+    let bytes = read_body(body, CLOSE_BODY_LIMIT).await?;
+    let request: CloseRequest =
+        serde_json::from_slice(&bytes).map_err(|e| invalid(format!("the body must be a JSON object: {e}")))?;
+    let reason = request.reason.unwrap_or_else(|| "closed by an administrator".into());
+    if reason.chars().count() > REASON_LIMIT {
+        return Err(invalid(format!("reason: at most {REASON_LIMIT} characters")));
+    }
+    let selector = Selector::from_fields(
+        request.agent_id,
+        request.delegation_id,
+        request.session_id,
+        request.identity_id,
+        request.tenant_id,
+        request.any_agent,
+    )
+    .map_err(invalid)?;
+    Ok((selector, reason))
+}
+
+/// Reads a whole body of at most `limit` bytes (`PAYLOAD_TOO_LARGE` beyond).
+async fn read_body<B>(body: B, limit: usize) -> Result<Vec<u8>, Response<Body>>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    let mut body = std::pin::pin!(body);
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| error_response(ErrorCode::InvalidInput, format!("reading the body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if bytes.len() + data.len() > limit {
+            return Err(error_response(ErrorCode::PayloadTooLarge, format!("the body must be at most {limit} bytes")));
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(bytes)
+}

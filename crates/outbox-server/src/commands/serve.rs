@@ -1,0 +1,65 @@
+//! `outbox serve [--config FILE] [--roles …] [--listen ADDR]`: production (SPEC §8.1).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use outbox_pg::sqlx::{PgPool, postgres::PgPoolOptions};
+
+use crate::cli::ServeArgs;
+use crate::config::{Config, ConfigError, Overrides, Role};
+use crate::revocation::migrator;
+use crate::server::Server;
+
+/// Runs the command until SIGTERM or SIGINT.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let overrides = Overrides { listen: args.listen, roles: args.roles };
+    let config = Config::load(args.config.as_deref(), &overrides)?;
+    let url = config.database_url.clone().ok_or_else(|| {
+        ConfigError("database_url is not set: set DATABASE_URL or database_url in the configuration".into())
+    })?;
+    let pool = connect(&url).await?;
+    let report = migrator().run(&pool).await.context("migrating the database")?;
+    tracing::info!(applied = report.applied.len(), current = report.skipped, "database migrated");
+    log_idle_roles(&config);
+    let server = Server::start(&config, pool.clone()).await?;
+    println!("outbox serve: listening on http://{} (roles {})", server.local_addr(), config.roles);
+    let signal = super::shutdown_signal();
+    let mut failed = None;
+    server
+        .run(async {
+            if let Err(error) = signal.await {
+                failed = Some(error);
+            }
+        })
+        .await;
+    pool.close().await;
+    match failed {
+        Some(error) => Err(error),
+        None => {
+            println!("outbox serve: stopped");
+            Ok(())
+        }
+    }
+}
+
+/// A pool that gives up on an unreachable database in seconds, not minutes.
+pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(20)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await
+        .context("connecting to the database")
+}
+
+/// The roles whose workers do not exist yet say so, instead of silently doing nothing.
+fn log_idle_roles(config: &Config) {
+    if config.roles.has(Role::Sinks) && !config.sinks.is_empty() {
+        tracing::warn!(sinks = config.sinks.len(), "role sinks: sinks are configured but not run by this version yet");
+    }
+    for role in [Role::Retention, Role::Subscribers] {
+        if config.roles.has(role) {
+            tracing::debug!(?role, "role has no work in this version yet");
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Running the HTTP side of a server process: [`Server::start`] wires the configuration into
+//! an [`App`] on a bound listener; [`Server::run`] serves until a shutdown signal.
+//!
+//! # Shutdown
+//!
+//! On the signal the listener closes (no new connections), [`OutboxService::shutdown`]
+//! ends every open stream (an endless SSE body would otherwise hold its connection open
+//! forever), and hyper-util's graceful shutdown lets every connection finish the response
+//! it is writing. Connections still open after [`GRACE`] are abandoned.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use outbox_http::OutboxService;
+use outbox_pg::sqlx::PgPool;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::app::{App, AppState, app};
+use crate::auth::TokenAuthorizer;
+use crate::config::{Config, Role};
+use crate::revocation::{Poller, Revocations, migrator};
+
+/// How long open connections get to finish after the signal.
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// A server process's HTTP side, bound and ready to serve.
+pub struct Server {
+    listener: TcpListener,
+    app: App,
+    poller: JoinHandle<()>,
+}
+
+impl Server {
+    /// Builds the authorizer, the outbox service and the revocation poller from `config`, and
+    /// binds `config.listen`. The database must be migrated already.
+    pub async fn start(config: &Config, pool: PgPool) -> anyhow::Result<Server> {
+        let revocations = Revocations::new();
+        let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
+        let service = OutboxService::new(pool.clone(), authorizer.clone()).with_options(config.watch);
+        let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
+            .await
+            .context("reading outbox_revocations")?;
+        let state = AppState {
+            pool,
+            service,
+            authorizer,
+            revocations,
+            migrator: migrator(),
+            serve_api: config.roles.has(Role::Http),
+        };
+        let listener =
+            TcpListener::bind(config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
+        Ok(Server { listener, app: app(state), poller: tokio::spawn(poller.run()) })
+    }
+
+    /// The address the listener is bound to (the port, when `listen` asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// The router (tests use its state).
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+
+    /// Serves until `shutdown` resolves, then shuts down gracefully.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let Server { listener, app, poller } = self;
+        serve(listener, app, shutdown).await;
+        poller.abort();
+    }
+}
+
+/// Accepts connections on `listener` for `app` until `shutdown`, then closes the listener,
+/// ends the open streams and waits (at most [`GRACE`]) for the connections to finish.
+pub async fn serve(listener: TcpListener, app: App, shutdown: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new());
+    builder.http2().timer(TokioTimer::new());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), app.clone());
+                    let connection = graceful.watch(connection.into_owned());
+                    tokio::spawn(async move {
+                        if let Err(error) = connection.await {
+                            tracing::debug!(%error, "connection ended with an error");
+                        }
+                    });
+                }
+                Err(error) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    app.state().service.shutdown();
+    if tokio::time::timeout(GRACE, graceful.shutdown()).await.is_err() {
+        tracing::warn!("connections still open {GRACE:?} after the shutdown signal were abandoned");
+    }
+}

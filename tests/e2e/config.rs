@@ -1,0 +1,35 @@
+//! Bad configuration stops start-up, naming the key.
+
+use crate::support::{run, text};
+
+fn write(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("outbox-e2e-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[track_caller]
+fn refused(args: &[&str], env: &[(&str, &str)], fragment: &str) {
+    let output = run(args, env);
+    let (out, err) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "exit code 2 for bad configuration: {out}{err}");
+    assert!(err.contains(fragment), "{err:?} lacks {fragment:?}");
+}
+
+#[test]
+fn an_unknown_key_stops_serve_naming_it() {
+    let path = write("unknown-key", "database_url = \"postgres://x@127.0.0.1:1/x\"\n[watch]\nheartbeat_msec = 100\n");
+    let path = path.to_str().unwrap();
+    refused(&["serve", "--config", path], &[], "heartbeat_msec");
+    refused(&["serve"], &[("OUTBOX_CONFIG", path)], "heartbeat_msec");
+}
+
+#[test]
+fn bad_values_name_their_key_variable_or_flag() {
+    let path = write("bad-values", "roles = [\"http\", \"web\"]\n");
+    refused(&["serve", "--config", path.to_str().unwrap()], &[], "web");
+    refused(&["serve"], &[("OUTBOX_LISTEN", "nowhere")], "OUTBOX_LISTEN");
+    refused(&["serve", "--roles", "http,cron"], &[], "--roles");
+    refused(&["serve"], &[], "DATABASE_URL");
+    refused(&["serve", "--config", "/nonexistent/outbox.toml"], &[], "/nonexistent/outbox.toml");
+}
