@@ -130,7 +130,7 @@ fn print_welcome(addr: std::net::SocketAddr, secret: &str) -> anyhow::Result<()>
     println!("outbox dev: serving every role on http://{addr}");
     println!("outbox dev: admin token (tenant {DEV_TENANT}, 30 days): {token}");
     println!("outbox dev: console http://{addr}/#token={token}");
-    println!("outbox dev: try curl -N -H \"Authorization: Bearer $TOKEN\" http://{addr}/watch");
+    println!("outbox dev: try curl -N -H \"Authorization: Bearer {token}\" http://{addr}/watch");
     println!("outbox dev: press Ctrl-C to stop");
     Ok(())
 }
