@@ -234,3 +234,60 @@ impl WatchStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AuthError, BoxFuture, Selector, WatchRegistry};
+    use outbox_core::NewEvent;
+    use outbox_pg::testkit::TestDb;
+
+    struct AllowAll;
+
+    impl Authorizer for AllowAll {
+        fn authorize<'a>(&'a self, _: &'a http::HeaderMap) -> BoxFuture<'a, Result<Grant, AuthError>> {
+            Box::pin(async { Ok(Grant::new("acme", ["events:read"])) })
+        }
+        fn reauthorize<'a>(&'a self, _: &'a Grant) -> BoxFuture<'a, Result<bool, AuthError>> {
+            Box::pin(async { Ok(true) })
+        }
+    }
+
+    fn text(frame: Option<Bytes>) -> String {
+        String::from_utf8(frame.expect("a frame").to_vec()).unwrap()
+    }
+
+    /// Events already read but not yet sent when the revocation arrives are dropped: the
+    /// next frame is the refusal, and then the stream ends.
+    #[tokio::test]
+    async fn a_revocation_drops_what_was_read_but_not_sent() {
+        let db = TestDb::new().await;
+        let events: Vec<NewEvent> =
+            (0..3).map(|n| NewEvent::new("node.joined", "acme", "node/n1", serde_json::json!({ "n": n }))).collect();
+        let mut tx = db.pool.begin().await.unwrap();
+        outbox_pg::publish_many(&mut *tx, &events).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let registry = WatchRegistry::new();
+        let (_shutdown, shutdown) = watch::channel(false);
+        let grant = Grant { session_id: Some("s1".into()), ..Grant::new("acme", ["events:read"]) };
+        let context = StreamContext {
+            pool: db.pool.clone(),
+            authorizer: Arc::new(AllowAll),
+            options: WatchOptions::default(),
+            shutdown,
+        };
+        let registration = registry.register(grant.clone());
+        let mut stream = WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START);
+        assert_eq!(text(stream.next_frame().await), "retry: 2000\n\n");
+        // Under the xmin rule the rows may wait for other tests' transactions: read until one arrives.
+        let first = tokio::time::timeout(std::time::Duration::from_secs(20), stream.next_frame()).await.unwrap();
+        assert!(text(first).contains("\"n\":0"));
+        assert_eq!(stream.pending.len(), 2, "the whole batch was read");
+
+        assert_eq!(registry.close_where(&Selector::Session("s1".into()), "signed out"), 1);
+        let last = text(stream.next_frame().await);
+        assert_eq!(last, "event: error\ndata: {\"code\":\"ACCESS_DENIED\",\"message\":\"signed out\"}\n\n");
+        assert_eq!(stream.next_frame().await, None);
+    }
+}
