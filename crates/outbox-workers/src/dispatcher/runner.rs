@@ -84,6 +84,33 @@ impl Failure {
     }
 }
 
+/// Reads one sink's pages; independent of the runner, so a read can run beside a delivery.
+struct PageReader {
+    pool: PgPool,
+    request: ReadRequest,
+}
+
+impl PageReader {
+    /// Reads one page after `after`. A tenant's read sees only that tenant's rows, so when it
+    /// reaches the end it also takes the head in the same snapshot (a repeatable-read
+    /// transaction): every row up to the head is visible and none of them was this tenant's,
+    /// so the sink may pass them all.
+    async fn read(&self, after: Option<Position>) -> Result<ReadPage, outbox_pg::Error> {
+        let request = self.request.clone().after(after);
+        if request.tenant_id.is_none() {
+            return read(&self.pool, &request).await;
+        }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+        let mut page = read(&mut *tx, &request).await?;
+        if page.events.is_empty() && !page.more {
+            page.next_after = page.next_after.max(head(&mut *tx).await?);
+        }
+        tx.commit().await?;
+        Ok(page)
+    }
+}
+
 /// An event that failed on its own, and how often.
 pub(super) struct Suspect {
     pub position: Position,
@@ -101,6 +128,8 @@ pub(super) struct Progress {
     pub after: Option<Position>,
     /// When a skip over unmatched rows was last saved.
     pub skip_saved_at: Instant,
+    /// The next page, read while the last one was delivered, with the position it was read after.
+    pub prefetched: Option<(Option<Position>, ReadPage)>,
     pub backoff: Backoff,
     /// The event that failed alone, kept across rounds until it is delivered or dead-lettered.
     pub suspect: Option<Suspect>,
@@ -227,6 +256,7 @@ impl Runner {
             loaded: false,
             after: None,
             skip_saved_at: Instant::now(),
+            prefetched: None,
             backoff: Backoff::new(self.config.backoff),
             suspect: None,
             delivered_in_round: false,
@@ -293,14 +323,34 @@ impl Runner {
                 Err(error) => return Step::Failed(Failure::database(error)),
             }
         }
-        let page = match self.read_page(progress.after).await {
-            Ok(page) => page,
-            Err(error) => return Step::Failed(Failure::database(error)),
+        let page = match progress.prefetched.take() {
+            Some((after, page)) if after == progress.after => page,
+            _ => match self.reader().read(progress.after).await {
+                Ok(page) => page,
+                Err(error) => return Step::Failed(Failure::database(error)),
+            },
         };
         if page.events.is_empty() {
             return self.skip(lease, progress, &page).await;
         }
-        self.deliver_page(lease, progress, &page).await
+        // While a full page is delivered, the next one is read: a backlog drains at the pace of
+        // the slower of the two instead of their sum. Both run to completion (a database call is
+        // never cut); the next page is used only if this one went through whole.
+        let reader = self.reader();
+        let next_after = Some(page.next_after);
+        let prefetch = async {
+            match page.more {
+                true => reader.read(next_after).await.ok(),
+                false => None,
+            }
+        };
+        let (step, next) = tokio::join!(self.deliver_page(lease, progress, &page), prefetch);
+        if let (Step::Progressed, Some(next)) = (&step, next)
+            && progress.after == next_after
+        {
+            progress.prefetched = Some((next_after, next));
+        }
+        step
     }
 
     /// A page without events for this sink: read on from where it ended, and save that
@@ -316,23 +366,9 @@ impl Runner {
         if page.more { Step::Progressed } else { Step::Idle }
     }
 
-    /// Reads one page after `after`. A tenant's read sees only that tenant's rows, so when it
-    /// reaches the end it also takes the head in the same snapshot (a repeatable-read
-    /// transaction): every row up to the head is visible and none of them was this tenant's,
-    /// so the sink may pass them all.
-    async fn read_page(&self, after: Option<Position>) -> Result<ReadPage, outbox_pg::Error> {
-        let request = self.request(after, self.batch);
-        if self.filter.tenant.is_none() {
-            return read(&self.pool, &request).await;
-        }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
-        let mut page = read(&mut *tx, &request).await?;
-        if page.events.is_empty() && !page.more {
-            page.next_after = page.next_after.max(head(&mut *tx).await?);
-        }
-        tx.commit().await?;
-        Ok(page)
+    /// What reads this sink's pages.
+    fn reader(&self) -> PageReader {
+        PageReader { pool: self.pool.clone(), request: self.request(None, self.batch) }
     }
 
     pub fn request(&self, after: Option<Position>, limit: usize) -> ReadRequest {
@@ -374,6 +410,10 @@ impl Runner {
             self.update(|state| state.fenced_out += 1);
             return Err(Step::LeaseLost);
         };
+        // Progress may be lost in a crash (the events are delivered again, at least once), so
+        // the commit need not wait for the WAL flush; its order and the fence are unchanged.
+        let relaxed = sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await;
+        relaxed.map_err(|error| database(error.into()))?;
         if let Some(letter) = &letter {
             dead_letter::record(&mut fenced, letter).await.map_err(database)?;
         }

@@ -8,13 +8,13 @@
 //! means the entry was already written before a crash or a retry, so it counts as
 //! delivered. A redelivery is recognised, never duplicated.
 //!
-//! A batch is one `EVALSHA` of a small script that runs the `XADD`s in order and
-//! stops at the first other error, reporting its index ([`SinkError::at`]). A plain
-//! pipeline would go on past a failed entry, and a later entry of the same stream
-//! would then make the failed one look "already delivered" on retry; the script
-//! keeps the batch in one round trip without that hole.
+//! A batch is one pipeline of `XADD`s, one round trip. An entry that fails for another
+//! reason reports its index ([`SinkError::at`]) and is tried again, unless a later entry
+//! of the same stream went through in the same pipeline: then its id can never be added
+//! any more (Redis would answer "equal or smaller" and the retry would look delivered),
+//! so the failure is a refusal, which makes the event a dead letter once the entries
+//! after it are confirmed, never a silent loss.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -26,28 +26,6 @@ use crate::config::{DEFAULT_KEY, SinkConfig};
 use crate::encoding::Encoder;
 use crate::template::Template;
 use crate::{Error, Result, Sink, SinkError};
-
-/// KEYS: one stream per entry. ARGV: maxlen (0 for none), then per entry its id, event id and
-/// encoded event. Returns `{-1, ""}` when every entry was written or already there, else
-/// `{index, error}` of the first entry that failed otherwise (nothing after it was tried).
-const XADD_IN_ORDER: &str = r"
-local maxlen = tonumber(ARGV[1])
-for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 3
-  local reply
-  if maxlen > 0 then
-    reply = redis.pcall('XADD', KEYS[i], 'MAXLEN', '~', maxlen, ARGV[at], 'id', ARGV[at + 1], 'event', ARGV[at + 2])
-  else
-    reply = redis.pcall('XADD', KEYS[i], ARGV[at], 'id', ARGV[at + 1], 'event', ARGV[at + 2])
-  end
-  if type(reply) == 'table' and reply.err and not string.find(reply.err, 'equal or smaller', 1, true) then
-    return {i - 1, reply.err}
-  end
-end
-return {-1, ''}
-";
-
-static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(XADD_IN_ORDER));
 
 /// Appends events to Redis streams.
 pub struct RedisSink {
@@ -100,22 +78,49 @@ impl RedisSink {
 
     async fn append(&self, batch: &[Event]) -> std::result::Result<(), SinkError> {
         let mut connection = self.connection().await?;
-        let mut invocation = SCRIPT.prepare_invoke();
-        invocation.arg(self.maxlen.unwrap_or(0));
-        for event in batch {
-            invocation.key(self.key.render(event));
-            invocation.arg(RedisSink::entry_id(event)).arg(&event.id).arg(self.encoder.encode(event));
-        }
-        let (failed, error): (i64, String) =
-            invocation.invoke_async(&mut connection).await.map_err(|e| SinkError::retryable(format!("XADD: {e}")))?;
-        match usize::try_from(failed) {
-            Ok(index) => {
-                let event = batch.get(index).map_or("?", |event| event.id.as_str());
-                Err(SinkError::retryable(format!("XADD {event}: {error}")).at(index))
+        let keys: Vec<String> = batch.iter().map(|event| self.key.render(event)).collect();
+        let mut pipe = redis::pipe();
+        for (event, key) in batch.iter().zip(&keys) {
+            let xadd = pipe.cmd("XADD").arg(key);
+            if let Some(maxlen) = self.maxlen {
+                xadd.arg("MAXLEN").arg("~").arg(maxlen);
             }
-            Err(_) => Ok(()),
+            xadd.arg(RedisSink::entry_id(event)).arg("id").arg(&event.id).arg("event").arg(self.encoder.encode(event));
         }
+        let replies: Vec<redis::RedisResult<redis::Value>> = pipe
+            .ignore_errors()
+            .query_async(&mut connection)
+            .await
+            .map_err(|e| SinkError::retryable(format!("XADD: {e}")))?;
+        let errors: Vec<Option<String>> = replies
+            .iter()
+            .map(|reply| reply.as_ref().err().filter(|e| !already_there(e)).map(ToString::to_string))
+            .collect();
+        let Some((index, masked)) = first_failure(&errors, &keys) else { return Ok(()) };
+        let message = format!("XADD {}: {}", batch[index].id, errors[index].as_deref().unwrap_or_default());
+        Err(if masked {
+            SinkError::refused(format!(
+                "{message} (a later entry of {} was written: this id can no longer be added)",
+                keys[index]
+            ))
+        } else {
+            SinkError::retryable(message)
+        }
+        .at(index))
     }
+}
+
+/// The first entry that failed (`errors[i]` is `Some`), and whether a later entry of the same
+/// stream was written after it, which would make a retry of it look delivered.
+fn first_failure(errors: &[Option<String>], keys: &[String]) -> Option<(usize, bool)> {
+    let index = errors.iter().position(Option::is_some)?;
+    let masked = errors.iter().zip(keys).skip(index + 1).any(|(error, key)| error.is_none() && *key == keys[index]);
+    Some((index, masked))
+}
+
+/// Redis's answer to an id that is not greater than the stream's last one: already delivered.
+fn already_there(error: &redis::RedisError) -> bool {
+    error.to_string().contains("equal or smaller than the target stream top item")
 }
 
 impl Sink for RedisSink {
@@ -125,5 +130,20 @@ impl Sink for RedisSink {
 
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, std::result::Result<(), SinkError>> {
         Box::pin(self.append(batch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_failure;
+
+    #[test]
+    fn a_failed_entry_followed_by_a_written_one_of_the_same_stream_is_masked() {
+        let keys: Vec<String> = ["a", "b", "a", "b"].map(String::from).to_vec();
+        let error = Some("OOM".to_owned());
+        assert_eq!(first_failure(&[None, None, None, None], &keys), None);
+        assert_eq!(first_failure(&[None, error.clone(), None, error.clone()], &keys), Some((1, false)));
+        assert_eq!(first_failure(&[error.clone(), None, None, None], &keys), Some((0, true)));
+        assert_eq!(first_failure(&[error.clone(), None, error.clone(), None], &keys), Some((0, false)));
     }
 }

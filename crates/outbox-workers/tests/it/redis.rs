@@ -108,7 +108,7 @@ async fn a_redelivered_batch_is_recognised_not_duplicated() {
 }
 
 #[tokio::test]
-async fn another_error_stops_the_batch_at_the_failing_entry() {
+async fn another_error_names_the_failing_entry() {
     let url = redis_url();
     let db = db().await;
     let events = publish_and_read(&db.pool, &tenants(3)).await;
@@ -119,14 +119,14 @@ async fn another_error_stops_the_batch_at_the_failing_entry() {
     );
     let prefix = unique("t");
     let mut connection = connection(&url).await;
-    // globex's key holds a string, so XADD to it fails with WRONGTYPE; the acme entry after it
-    // must not be written either.
+    // globex's key holds a string, so XADD to it fails with WRONGTYPE; the failure names that
+    // entry, and stays retryable because no later globex entry was written.
     let _: () = connection.set(format!("{prefix}:globex"), "not a stream").await.unwrap();
     let sink = build_sink(&redis_sink("wrongtype", &url, &prefix)).unwrap();
     let error = sink.deliver(&events).await.unwrap_err();
     assert_eq!(error.failed_at(), Some(1), "{error}");
     assert!(error.is_retryable() && error.message().contains("WRONGTYPE"), "{error}");
-    assert_eq!(entries(&mut connection, &format!("{prefix}:acme")).await.len(), 1);
+    assert_eq!(entries(&mut connection, &format!("{prefix}:acme")).await.len(), 2);
     let _: () = connection.del(&[format!("{prefix}:acme"), format!("{prefix}:globex")]).await.unwrap();
 }
 
