@@ -37,6 +37,9 @@ pub enum Which {
 }
 
 pub fn run(which: Which) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        return rerun_in_release();
+    }
     let (rows, rounds, singles) = match which {
         Which::Publish { rows, rounds, singles } => (rows, rounds, singles),
         Which::Http => return crate::bench_http::run(),
@@ -228,4 +231,18 @@ fn sample_event(n: usize) -> NewEvent {
             "endsAt": "2026-11-30T10:00:00Z",
         }),
     )
+}
+
+/// Benchmarks measure optimized code: a debug `cargo xtask bench …` runs itself again as a
+/// release build with the same arguments.
+fn rerun_in_release() -> anyhow::Result<()> {
+    eprintln!("xtask: building the benchmark in release mode");
+    let status = std::process::Command::new(crate::services::cargo())
+        .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
+        .args(std::env::args().skip(1))
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("the release benchmark failed ({status})");
+    }
+    Ok(())
 }
