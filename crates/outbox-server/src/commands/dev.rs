@@ -41,15 +41,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let addr = server.local_addr();
     print_welcome(addr, &secret)?;
     let demo = args.demo.then(|| tokio::spawn(demo::run(pool.clone())));
-    let signal = super::shutdown_signal();
-    let mut failed = None;
-    server
-        .run(async {
-            if let Err(error) = signal.await {
-                failed = Some(error);
-            }
-        })
-        .await;
+    let served = super::serve_until_signal(server).await;
     if let Some(demo) = demo {
         demo.abort();
     }
@@ -58,7 +50,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || embedded.stop()).await?.context("stopping PostgreSQL")?;
     }
     println!("outbox dev: stopped");
-    failed.map_or(Ok(()), Err)
+    served
 }
 
 /// `DATABASE_URL`, or an embedded PostgreSQL in `data_dir`.

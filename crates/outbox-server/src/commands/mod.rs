@@ -5,6 +5,20 @@ pub mod migrate;
 pub mod serve;
 pub mod token;
 
+/// Serves until SIGINT or SIGTERM, then lets the server drain; fails only when the signals
+/// could not be listened for.
+pub async fn serve_until_signal(server: crate::server::Server) -> anyhow::Result<()> {
+    let mut failed = None;
+    server
+        .run(async {
+            if let Err(error) = shutdown_signal().await {
+                failed = Some(error);
+            }
+        })
+        .await;
+    failed.map_or(Ok(()), Err)
+}
+
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.
 pub async fn shutdown_signal() -> anyhow::Result<()> {
     use anyhow::Context;

@@ -23,23 +23,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     log_idle_roles(&config);
     let server = Server::start(&config, pool.clone()).await?;
     println!("outbox serve: listening on http://{} (roles {})", server.local_addr(), config.roles);
-    let signal = super::shutdown_signal();
-    let mut failed = None;
-    server
-        .run(async {
-            if let Err(error) = signal.await {
-                failed = Some(error);
-            }
-        })
-        .await;
+    let served = super::serve_until_signal(server).await;
     pool.close().await;
-    match failed {
-        Some(error) => Err(error),
-        None => {
-            println!("outbox serve: stopped");
-            Ok(())
-        }
-    }
+    served?;
+    println!("outbox serve: stopped");
+    Ok(())
 }
 
 /// A pool that gives up on an unreachable database in seconds, not minutes.
