@@ -12,7 +12,7 @@ use outbox_workers::{Dispatcher, SinkSpec};
 use serde_json::json;
 
 use crate::support::{
-    Interrupting, cursor_of, db, fast_config, nats_url, own_pool, publish_and_read, unique, wait_for,
+    Interrupting, cursor_of, db, fast_config, kill_during_third_batch, nats_url, publish_and_read, unique, wait_for,
 };
 
 fn nats(id: &str, url: &str, prefix: &str, stream: &str) -> SinkConfig {
@@ -59,13 +59,7 @@ async fn a_jetstream_consumer_gets_every_event_once_in_order_across_a_kill_mid_b
     let config = nats("bus", &url, &prefix, &stream);
 
     // The first dispatcher publishes two batches of 50, then half of the third, and is killed.
-    let first = Interrupting::new(build_sink(&config).unwrap(), 2);
-    let interrupted = first.interrupted.clone();
-    let doomed = own_pool(&db).await;
-    let dispatcher = Dispatcher::start(doomed.clone(), fast_config(), vec![SinkSpec::new(first).batch(50)]).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), interrupted.notified()).await.expect("the third batch");
-    drop(dispatcher);
-    doomed.close().await;
+    kill_during_third_batch(&db, &config).await;
     assert_eq!(cursor_of(&db.pool, "bus").await, Some(events[99].sequence), "the killed batch moved the cursor");
 
     // A new dispatcher takes over once the dead one's lease has expired, and redelivers from the cursor.

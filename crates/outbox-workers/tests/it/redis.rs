@@ -13,7 +13,7 @@ use redis::streams::StreamRangeReply;
 use serde_json::json;
 
 use crate::support::{
-    Interrupting, cursor_of, db, fast_config, own_pool, publish_and_read, redis_url, unique, wait_for,
+    cursor_of, db, fast_config, kill_during_third_batch, publish_and_read, redis_url, unique, wait_for,
 };
 
 fn redis_sink(id: &str, url: &str, prefix: &str) -> SinkConfig {
@@ -53,13 +53,7 @@ async fn after_a_kill_mid_batch_and_a_restart_each_stream_holds_every_event_once
     let prefix = unique("t");
     let config = redis_sink("feed", &url, &prefix);
 
-    let first = Interrupting::new(build_sink(&config).unwrap(), 2);
-    let interrupted = first.interrupted.clone();
-    let doomed = own_pool(&db).await;
-    let dispatcher = Dispatcher::start(doomed.clone(), fast_config(), vec![SinkSpec::new(first).batch(50)]).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), interrupted.notified()).await.expect("the third batch");
-    drop(dispatcher);
-    doomed.close().await;
+    kill_during_third_batch(&db, &config).await;
     assert_eq!(cursor_of(&db.pool, "feed").await, Some(events[99].sequence));
 
     clock::advance(&db.pool, fast_config().lease_ttl + Duration::from_secs(1)).await.unwrap();

@@ -377,3 +377,16 @@ impl Sink for Interrupting {
         })
     }
 }
+
+/// Runs `config`'s sink under a dispatcher on a pool of its own, batches of 50, and kills the
+/// dispatcher (and its pool) in the middle of the third batch: a crash after two delivered batches.
+pub async fn kill_during_third_batch(db: &TestDb, config: &outbox_workers::config::SinkConfig) {
+    let first = Interrupting::new(outbox_workers::config::build_sink(config).unwrap(), 2);
+    let interrupted = first.interrupted.clone();
+    let doomed = own_pool(db).await;
+    let spec = outbox_workers::SinkSpec::new(first).batch(50);
+    let dispatcher = outbox_workers::Dispatcher::start(doomed.clone(), fast_config(), vec![spec]).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), interrupted.notified()).await.expect("the third batch");
+    drop(dispatcher);
+    doomed.close().await;
+}
