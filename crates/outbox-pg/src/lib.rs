@@ -32,6 +32,7 @@ pub mod lease;
 pub mod migrate;
 mod publish;
 pub mod read;
+pub mod sink_health;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod xid8;

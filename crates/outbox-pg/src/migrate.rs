@@ -72,6 +72,7 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0001_clock", include_str!("../../../migrations/core/0001_clock.sql")),
         Migration::new("core/0002_base", include_str!("../../../migrations/core/0002_base.sql")),
         Migration::new("core/0009_runtime", include_str!("../../../migrations/core/0009_runtime.sql")),
+        Migration::new("core/0010_sink_health", include_str!("../../../migrations/core/0010_sink_health.sql")),
     ]
 }
 
@@ -330,6 +331,6 @@ mod tests {
     #[test]
     fn embedded_core_migrations_are_valid() {
         Migrator::new().check().unwrap();
-        assert_eq!(core_migrations().len(), 3);
+        assert_eq!(core_migrations().len(), 4);
     }
 }

@@ -1,16 +1,17 @@
 //! What each sink is doing: its position, lag, state, last error and lease holder
 //! (SPEC §5.7 `GET /sinks`, `outbox sinks list`).
 //!
-//! Position, lag, lease holder and dead letters come from the database, so any
-//! process can show them. Whether a sink is delivering, idle or backing off, and
-//! its last error, are known to the process whose dispatcher runs it
-//! ([`LocalState`]); elsewhere the state says who holds the lease.
+//! Everything comes from the database, so any process (another server, the CLI) can
+//! show any sink: position, lag, lease holder and dead letters, and the last error and
+//! backoff that the lease holder reports in `outbox_sink_health` when a delivery fails
+//! and when it recovers. The process whose dispatcher runs the sink completes it with
+//! what it knows at once ([`LocalState`]): whether it is delivering or idle right now.
 
 use outbox_core::{Position, millis};
 use outbox_pg::cursor::{self, OUTBOX_STREAM, sink_name};
 use outbox_pg::read::ReadRequest;
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::{dead_letter, lease};
+use outbox_pg::{dead_letter, lease, sink_health};
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -85,14 +86,12 @@ impl Default for LocalState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum SinkState {
-    /// Delivering events.
+    /// Delivering events (held elsewhere: its lease is held and it has lag).
     Delivering,
     /// Waiting after a failure, until `backingOffUntil`.
     BackingOff,
     /// Caught up.
     Idle,
-    /// Run by another process, which holds the lease (`leaseHolder`).
-    HeldElsewhere,
     /// No process holds its lease.
     NotRunning,
 }
@@ -126,6 +125,9 @@ pub struct SinkStatus {
 }
 
 /// A sink's status from the database, completed by `local` when this process runs it.
+///
+/// Run elsewhere, a sink whose lease is held is backing off while its holder's last report
+/// says so, else delivering while it has lag, else idle.
 pub async fn sink_status(
     pool: &PgPool,
     id: &str,
@@ -136,15 +138,24 @@ pub async fn sink_status(
     let behind = ReadRequest { tenant_id: filter.tenant.clone(), patterns: filter.types.clone(), ..ReadRequest::all() };
     let lag = cursor::lag(pool, &behind.after(position), LAG_CAP).await?;
     let lease = lease::get(pool, &lease::dispatch_name(id)).await?.filter(|lease| lease.held);
+    let health = sink_health::get(pool, id).await?;
     let dead_letters = dead_letter::count_pending(pool).await?;
     let dead_letters = dead_letters.into_iter().find(|(sink, _)| sink == id).map_or(0, |(_, n)| n);
     let running_here = local.filter(|local| local.lease_epoch.is_some());
-    let (state, until) = match (running_here.map(|local| &local.activity), &lease) {
-        (Some(Activity::BackingOff { until }), _) => (SinkState::BackingOff, Some(*until)),
-        (Some(Activity::Delivering), _) => (SinkState::Delivering, None),
-        (Some(_), _) => (SinkState::Idle, None),
-        (None, Some(_)) => (SinkState::HeldElsewhere, None),
-        (None, None) => (SinkState::NotRunning, None),
+    let reported_backoff = health.as_ref().filter(|health| health.backing_off).and_then(|h| h.backing_off_until);
+    let (state, until) = match (running_here.map(|local| &local.activity), &lease, reported_backoff) {
+        (Some(Activity::BackingOff { until }), _, _) => (SinkState::BackingOff, Some(*until)),
+        (Some(Activity::Delivering), _, _) => (SinkState::Delivering, None),
+        (Some(_), _, _) => (SinkState::Idle, None),
+        (None, Some(_), Some(until)) => (SinkState::BackingOff, Some(until)),
+        (None, Some(_), None) if lag > 0 => (SinkState::Delivering, None),
+        (None, Some(_), None) => (SinkState::Idle, None),
+        (None, None, _) => (SinkState::NotRunning, None),
+    };
+    let (last_error, last_error_at) = match (local.and_then(|local| local.last_error.clone()), health) {
+        (Some(error), _) => (Some(error), local.and_then(|local| local.last_error_at)),
+        (None, Some(health)) => (health.last_error, health.last_error_at),
+        (None, None) => (None, None),
     };
     Ok(SinkStatus {
         id: id.to_owned(),
@@ -152,8 +163,8 @@ pub async fn sink_status(
         lag,
         state,
         backing_off_until: until,
-        last_error: local.and_then(|local| local.last_error.clone()),
-        last_error_at: local.and_then(|local| local.last_error_at),
+        last_error,
+        last_error_at,
         lease_holder: lease.and_then(|lease| lease.holder),
         dead_letters,
     })

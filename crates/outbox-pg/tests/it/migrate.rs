@@ -80,7 +80,17 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
     let db = TestDb::empty().await;
     let migrator = Migrator::new().register(app_migrations());
     let pending = migrator.pending(&db.pool).await.unwrap();
-    assert_eq!(pending, ["core/0001_clock", "core/0002_base", "core/0009_runtime", "app/0001_init", "app/0002_more"]);
+    assert_eq!(
+        pending,
+        [
+            "core/0001_clock",
+            "core/0002_base",
+            "core/0009_runtime",
+            "core/0010_sink_health",
+            "app/0001_init",
+            "app/0002_more"
+        ]
+    );
     assert!(!ledger_exists(&db).await, "a dry run creates nothing");
     migrator.run(&db.pool).await.unwrap();
     let status = Migrator::new().status(&db.pool).await.unwrap();

@@ -242,7 +242,7 @@ impl Runner {
         match outcome {
             Ok(Ok(())) => Call::Delivered,
             Ok(Err(error)) => {
-                self.note_error(error.message());
+                self.report_error(error.message()).await;
                 if let Some(after) = error.retry_after() {
                     self.not_before = Some(self.config.clock.now() + after.min(self.config.backoff.max));
                 }
@@ -251,7 +251,7 @@ impl Runner {
             Err(_) => {
                 let timeout = self.config.delivery_timeout.as_millis();
                 let error = SinkError::retryable(format!("delivery timed out after {timeout} ms"));
-                self.note_error(error.message());
+                self.report_error(error.message()).await;
                 Call::Failed(error)
             }
         }

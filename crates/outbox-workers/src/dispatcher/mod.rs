@@ -178,7 +178,7 @@ pub struct Dispatcher {
     pool: PgPool,
     holder: String,
     shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     sinks: Vec<Running>,
 }
 
@@ -202,13 +202,13 @@ impl Dispatcher {
             pool: pool.clone(),
             holder: config.holder.clone(),
             shutdown,
-            tasks: Vec::new(),
+            tasks: Mutex::new(Vec::new()),
             sinks: Vec::new(),
         };
         for spec in specs {
             let state = Arc::new(Mutex::new(LocalState::default()));
             let runner = runner::Runner::new(pool.clone(), &spec, config.clone(), state.clone(), signal.clone());
-            dispatcher.tasks.push(tokio::spawn(runner.run()));
+            dispatcher.tasks.get_mut().push(tokio::spawn(runner.run()));
             dispatcher.sinks.push(Running { sink: spec.sink, filter: spec.filter, state });
         }
         Ok(dispatcher)
@@ -244,10 +244,17 @@ impl Dispatcher {
         crate::replay(&self.pool, self.find(sink_id)?.sink.as_ref(), id).await
     }
 
-    /// Stops every loop gracefully (see the module documentation) and waits for them.
-    pub async fn shutdown(mut self) {
+    /// Whether sink `id` runs here.
+    pub fn runs(&self, id: &str) -> bool {
+        self.find(id).is_ok()
+    }
+
+    /// Stops every loop gracefully (see the module documentation) and waits for them. A second
+    /// call returns at once.
+    pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
-        for task in std::mem::take(&mut self.tasks) {
+        let tasks = std::mem::take(&mut *self.tasks.lock());
+        for task in tasks {
             let _ = task.await;
         }
     }
@@ -260,7 +267,7 @@ impl Dispatcher {
 impl Drop for Dispatcher {
     /// Aborts whatever still runs, like a crash: nothing more is recorded, leases expire.
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for task in self.tasks.get_mut().iter() {
             task.abort();
         }
     }

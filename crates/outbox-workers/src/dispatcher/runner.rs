@@ -8,8 +8,8 @@ use outbox_pg::cursor::{self, Advance, OUTBOX_STREAM, sink_name};
 use outbox_pg::dead_letter::{self, NewDeadLetter};
 use outbox_pg::lease::{self, Lease, dispatch_name};
 use outbox_pg::read::{ReadPage, ReadRequest, head, read};
-use outbox_pg::sqlx;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::{sink_health, sqlx};
 use parking_lot::Mutex;
 use time::OffsetDateTime;
 use tokio::sync::watch;
@@ -135,6 +135,8 @@ pub(super) struct Progress {
     pub suspect: Option<Suspect>,
     /// Whether the current round delivered anything.
     pub delivered_in_round: bool,
+    /// Whether a failure was reported to `outbox_sink_health` and no recovery since.
+    pub reported_failure: bool,
 }
 
 /// One sink's loop and everything it needs.
@@ -260,6 +262,7 @@ impl Runner {
             backoff: Backoff::new(self.config.backoff),
             suspect: None,
             delivered_in_round: false,
+            reported_failure: false,
         };
         loop {
             if let Err(interruption) = self.interrupted() {
@@ -268,11 +271,11 @@ impl Runner {
             progress.delivered_in_round = false;
             let waited = match self.step(lease, &mut progress).await {
                 Step::Progressed => {
-                    progress.backoff.reset();
+                    self.recovered(&mut progress).await;
                     Ok(())
                 }
                 Step::Idle => {
-                    progress.backoff.reset();
+                    self.recovered(&mut progress).await;
                     self.update(|state| state.activity = Activity::Idle);
                     self.idle_wait(self.config.poll_interval).await
                 }
@@ -307,7 +310,22 @@ impl Runner {
         tracing::warn!(sink = self.sink.id(), error = %failure.message, delay_ms = delay.as_millis() as u64, "backing off");
         self.note_error(&failure.message);
         self.update(|state| state.activity = Activity::BackingOff { until });
+        match sink_health::record_failure(&self.pool, self.sink.id(), &failure.message, delay).await {
+            Ok(()) => progress.reported_failure = true,
+            Err(error) => tracing::debug!(sink = self.sink.id(), %error, "reporting the failure failed"),
+        }
         self.clock_wait(delay).await
+    }
+
+    /// A step went through: the backoff starts over, and a reported failure is over.
+    async fn recovered(&self, progress: &mut Progress) {
+        progress.backoff.reset();
+        if progress.reported_failure {
+            match sink_health::record_recovery(&self.pool, self.sink.id()).await {
+                Ok(()) => progress.reported_failure = false,
+                Err(error) => tracing::debug!(sink = self.sink.id(), %error, "reporting the recovery failed"),
+            }
+        }
     }
 
     /// Loads the cursor once, reads one page after it and delivers it.
@@ -465,6 +483,14 @@ impl Runner {
 
     pub fn update(&self, change: impl FnOnce(&mut LocalState)) {
         change(&mut self.state.lock());
+    }
+
+    /// Notes a failed delivery call here and reports it for every process to see.
+    pub async fn report_error(&self, message: &str) {
+        self.note_error(message);
+        if let Err(error) = sink_health::record_error(&self.pool, self.sink.id(), message).await {
+            tracing::debug!(sink = self.sink.id(), %error, "reporting the error failed");
+        }
     }
 
     pub fn note_error(&self, message: &str) {

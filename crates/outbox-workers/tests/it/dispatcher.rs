@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use outbox_core::{Event, NewEvent, Pattern};
 use outbox_pg::lease::{self, dispatch_name};
-use outbox_workers::{Dispatcher, DispatcherConfig, Sink, SinkError, SinkSpec, SinkState};
+use outbox_workers::{Dispatcher, DispatcherConfig, Sink, SinkError, SinkFilter, SinkSpec, SinkState, sink_status};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -95,7 +95,7 @@ async fn one_dispatcher_holds_a_sink_and_another_takes_over_when_it_leaves() {
     })
     .await;
     let status = &second.status().await.unwrap()[0];
-    assert_eq!(status.state, SinkState::HeldElsewhere);
+    assert_eq!(status.state, SinkState::Idle, "held by the first dispatcher and caught up");
     assert_eq!(status.lease_holder.as_deref(), Some(first.holder()));
 
     first.shutdown().await;
@@ -159,7 +159,7 @@ async fn shutdown_records_a_batch_that_finishes_within_the_grace_period() {
     let sink = held();
     let dispatcher = Dispatcher::start(db.pool.clone(), fast_config(), vec![SinkSpec::new(sink.clone())]).unwrap();
     sink.started.notified().await;
-    let stopping = tokio::spawn(dispatcher.shutdown());
+    let stopping = tokio::spawn(async move { dispatcher.shutdown().await });
     sink.release.notify_one();
     stopping.await.unwrap();
     assert!(sink.finished.load(Ordering::SeqCst));
@@ -191,10 +191,24 @@ async fn a_failing_sink_reports_backing_off_with_its_last_error_and_recovers() {
     assert_eq!(shown["lastError"], "connection refused");
     assert!(shown["backingOffUntil"].as_str().unwrap().ends_with('Z'));
 
+    // Any process sees the same, from what the lease holder reported.
+    let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), None).await.unwrap();
+    assert_eq!(elsewhere.state, SinkState::BackingOff);
+    assert_eq!(elsewhere.last_error.as_deref(), Some("connection refused"));
+    assert_eq!(elsewhere.lease_holder.as_deref(), Some(dispatcher.holder()));
+    assert!(elsewhere.backing_off_until.is_some());
+
     up.store(true, Ordering::SeqCst);
     let last = events.last().unwrap().sequence;
     wait_for("recovery", || async { cursor_of(&db.pool, "flaky").await == Some(last) }).await;
     assert_eq!(sink.delivered(), events);
+    wait_for("the recovery to be reported", || async {
+        let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), None).await.unwrap();
+        elsewhere.state == SinkState::Idle && elsewhere.backing_off_until.is_none()
+    })
+    .await;
+    let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), None).await.unwrap();
+    assert_eq!(elsewhere.last_error.as_deref(), Some("connection refused"), "the last error stays");
     dispatcher.shutdown().await;
 }
 
