@@ -4,5 +4,6 @@ mod config;
 mod dev;
 mod migrate;
 mod serve;
+mod sinks;
 mod support;
 mod token;

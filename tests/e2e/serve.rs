@@ -40,7 +40,7 @@ async fn serve_migrates_answers_health_and_authenticates_callers() {
     assert_eq!(ready.status, 200, "{}", ready.body);
     let migrations: i64 =
         sqlx::query_scalar("SELECT count(*) FROM compute_migrations").fetch_one(&db.pool).await.unwrap();
-    assert_eq!(migrations, 4, "core and server migrations applied");
+    assert_eq!(migrations, 5, "core and server migrations applied");
 
     let token = issue_token(&["--tenant", "acme", "--scopes", "events:read"]);
     assert_eq!(get(addr, "/events", Some(&token)).await.status, 200, "token issue's token verifies");

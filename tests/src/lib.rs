@@ -1,6 +1,41 @@
 //! End-to-end tests of the `outbox` binary live in `e2e/`; this library holds what they and
-//! the server's own integration tests share: a small HTTP/1 client over loopback that can
-//! also read a Server-Sent-Events stream frame by frame.
+//! the crates' own integration tests share: a small HTTP/1 client over loopback that can
+//! also read a Server-Sent-Events stream frame by frame, and the addresses of the real
+//! brokers the sink tests need.
+
+pub mod services {
+    //! The real NATS and Redis servers the tests use. A test that needs one that does not
+    //! answer panics naming it: a broker test never passes without its broker.
+
+    use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+    use std::time::Duration;
+
+    /// `NATS_URL`, default `nats://127.0.0.1:4222`; panics naming the service when nothing answers.
+    pub fn nats_url() -> String {
+        let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+        require("NATS (with JetStream)", "NATS_URL", &url);
+        url
+    }
+
+    /// `REDIS_URL`, default `redis://127.0.0.1:6379`; see [`nats_url`].
+    pub fn redis_url() -> String {
+        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        require("Redis", "REDIS_URL", &url);
+        url
+    }
+
+    fn require(service: &str, variable: &str, url: &str) {
+        let authority = url.split("://").nth(1).unwrap_or(url);
+        let authority = authority.rsplit('@').next().unwrap_or(authority);
+        let host_port = authority.split('/').next().unwrap_or(authority);
+        let addrs: Vec<SocketAddr> = host_port.to_socket_addrs().map(Iterator::collect).unwrap_or_default();
+        let answers = addrs.iter().any(|addr| TcpStream::connect_timeout(addr, Duration::from_secs(2)).is_ok());
+        assert!(
+            answers,
+            "{service} is not running at {url}: this test needs it. Start one (`cargo xtask test` does) or set {variable}."
+        );
+    }
+}
 
 pub mod client {
     //! One connection per request, HTTP/1.1, no pooling: each call sees the server fresh.

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `GET/POST /events`, `GET /watch`, `GET /event-types` | [`OutboxService`] (role `http`) |
 //! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
+//! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`sink_routes`](crate::sink_routes), scope `admin` (role `http`) |
 //! | `GET /healthz` | liveness: 200 `{"status":"ok"}` |
 //! | `GET /readyz` | readiness: the database answers and no migration is pending or drifted |
 //!
@@ -28,6 +29,8 @@ use outbox_pg::sqlx::PgPool;
 use serde::{Deserialize, Serialize};
 
 use crate::revocation::{self, Revocations};
+use crate::sink_routes;
+use crate::sinks::SharedSinks;
 
 /// The largest body `POST /admin/streams/close` reads.
 const CLOSE_BODY_LIMIT: usize = 16 * 1024;
@@ -50,6 +53,8 @@ pub struct AppState {
     pub revocations: Revocations,
     /// The migrations `/readyz` compares the database with.
     pub migrator: Migrator,
+    /// The configured sinks (run here when the process has the `sinks` role).
+    pub sinks: SharedSinks,
     /// Whether this process serves the outbox and admin routes (role `http`).
     pub serve_api: bool,
 }
@@ -89,6 +94,9 @@ impl App {
                 Method::POST => close_streams(state, request).await,
                 _ => method_not_allowed("POST"),
             },
+            _ if state.serve_api && sink_routes::serves(path) => {
+                sink_routes::handle(state, &request.into_parts().0).await
+            }
             _ if state.serve_api && OutboxService::serves(path) => state.service.handle(request).await,
             _ => error_response(ErrorCode::NotFound, format!("no route for {path}")),
         }
@@ -114,7 +122,7 @@ fn only_get(method: &Method) -> Option<Response<Body>> {
     (method != Method::GET && method != Method::HEAD).then(|| method_not_allowed("GET"))
 }
 
-fn method_not_allowed(allow: &'static str) -> Response<Body> {
+pub(crate) fn method_not_allowed(allow: &'static str) -> Response<Body> {
     let mut response = error_response(ErrorCode::MethodNotAllowed, format!("this path serves only {allow}"));
     response.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
     response
@@ -174,7 +182,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::fmt::Display,
 {
-    if let Err(refusal) = authorize_admin(state, request.headers()).await {
+    if let Err(refusal) = authorize_admin(state, request.headers(), "closing streams").await {
         return refusal;
     }
     let (selector, reason) = match read_close_request(request.into_body()).await {
@@ -191,7 +199,12 @@ where
     json_response(StatusCode::OK, &Closed { closed })
 }
 
-async fn authorize_admin(state: &AppState, headers: &http::HeaderMap) -> Result<(), Response<Body>> {
+/// Authenticates the caller and requires the `admin` scope for `what`.
+pub(crate) async fn authorize_admin(
+    state: &AppState,
+    headers: &http::HeaderMap,
+    what: &str,
+) -> Result<(), Response<Body>> {
     let grant = state.authorizer.authorize(headers).await.map_err(|error| {
         let code = match &error {
             AuthError::Unauthenticated(_) => ErrorCode::Unauthenticated,
@@ -201,7 +214,7 @@ async fn authorize_admin(state: &AppState, headers: &http::HeaderMap) -> Result<
         error_response(code, error.to_string())
     })?;
     if !grant.has_scope(scope::ADMIN) {
-        return Err(error_response(ErrorCode::AccessDenied, "closing streams needs the admin scope"));
+        return Err(error_response(ErrorCode::AccessDenied, format!("{what} needs the admin scope")));
     }
     Ok(())
 }

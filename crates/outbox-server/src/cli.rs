@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// `outbox`: a transactional outbox for PostgreSQL.
 #[derive(Debug, Parser)]
@@ -27,6 +27,96 @@ pub enum Command {
     /// Tokens for the HTTP routes.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// The configured sinks: position, lag, state, last error, lease holder.
+    #[command(subcommand)]
+    Sinks(SinksCommand),
+    /// Events a sink refused on every attempt: list, replay, discard.
+    #[command(subcommand, name = "dead-letters")]
+    DeadLetters(DeadLettersCommand),
+}
+
+/// How a listing prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON object per line, for programs (the shape of the HTTP API).
+    Json,
+}
+
+/// `outbox sinks …`.
+#[derive(Debug, Subcommand)]
+pub enum SinksCommand {
+    /// Each configured sink's state, read from the database (no running server needed).
+    ///
+    /// Example: DATABASE_URL=postgres://… outbox sinks list --config outbox.toml
+    List(SinksListArgs),
+}
+
+/// `outbox sinks list`.
+#[derive(Debug, Args)]
+pub struct SinksListArgs {
+    /// The configuration file whose [[sinks]] are listed (default: OUTBOX_CONFIG).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// table or json.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// `outbox dead-letters …`.
+#[derive(Debug, Subcommand)]
+pub enum DeadLettersCommand {
+    /// A sink's dead letters, oldest first.
+    ///
+    /// Example: outbox dead-letters list --sink billing --config outbox.toml
+    List(DeadLettersListArgs),
+    /// Deliver dead letters again through their sink; each is marked replayed when the sink
+    /// takes it. Exits 1 if any was refused.
+    ///
+    /// Example: outbox dead-letters replay --sink billing 17 18   (or --all)
+    Replay(DeadLettersActArgs),
+    /// Delete dead letters.
+    ///
+    /// Example: outbox dead-letters discard --sink billing 17
+    Discard(DeadLettersActArgs),
+}
+
+/// `outbox dead-letters list`.
+#[derive(Debug, Args)]
+pub struct DeadLettersListArgs {
+    /// The sink (an id of the configuration's [[sinks]]).
+    #[arg(long)]
+    pub sink: String,
+    /// Also list letters already replayed.
+    #[arg(long)]
+    pub replayed: bool,
+    /// At most this many.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// The configuration file (default: OUTBOX_CONFIG).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// table or json.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// `outbox dead-letters replay|discard`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["ids", "all"]))]
+pub struct DeadLettersActArgs {
+    /// The sink (an id of the configuration's [[sinks]]).
+    #[arg(long)]
+    pub sink: String,
+    /// The dead letters' ids, as `dead-letters list` shows them.
+    pub ids: Vec<i64>,
+    /// Every pending dead letter of the sink.
+    #[arg(long)]
+    pub all: bool,
+    /// The configuration file (default: OUTBOX_CONFIG).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// `outbox dev`.

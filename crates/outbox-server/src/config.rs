@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use outbox_http::{WatchOptions, scope};
+use outbox_workers::config::SinkConfig;
 
 /// The address `outbox serve` listens on when nothing says otherwise.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
@@ -52,8 +53,8 @@ pub struct Config {
     pub watch: WatchOptions,
     /// Retention (SPEC §9); read, not run yet.
     pub retention: RetentionConfig,
-    /// Sinks (SPEC §7.5); accepted as written, run by the `sinks` role once it exists.
-    pub sinks: Vec<toml::Value>,
+    /// Sinks (SPEC §7.5), run by the `sinks` role.
+    pub sinks: Vec<SinkConfig>,
     /// Whether webhook targets on loopback and private addresses are allowed (SPEC §7.6).
     pub allow_private_targets: bool,
 }
@@ -290,6 +291,13 @@ impl Config {
                 return Err(bad(format!("auth.api_keys[{index}].id: {:?} is used twice", key.id)));
             }
         }
+        let mut sink_ids = BTreeSet::new();
+        for sink in &self.sinks {
+            sink.validate().map_err(|error| bad(error.to_string()))?;
+            if !sink_ids.insert(&sink.id) {
+                return Err(bad(format!("sinks[{}].id: {:?} is used twice", sink.id, sink.id)));
+            }
+        }
         self.validate_watch()
     }
 
@@ -391,6 +399,14 @@ mod tests {
             [[sinks]]
             id = "billing"
             kind = "webhook"
+            types = ["reservation.*"]
+            url = "https://billing.example.com/hooks/outbox"
+            secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+            [[sinks]]
+            id = "bus"
+            kind = "nats"
+            url = "nats://127.0.0.1:4222"
+            stream = "OUTBOX"
             "#,
             "ab".repeat(32)
         );
@@ -403,7 +419,8 @@ mod tests {
         assert_eq!(config.watch.poll_ms, 100);
         assert_eq!(config.retention.min_age_seconds, 60);
         assert_eq!(config.retention.batch, 5000);
-        assert_eq!(config.sinks.len(), 1);
+        assert_eq!(config.sinks.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["billing", "bus"]);
+        assert_eq!(config.sinks[0].types, [outbox_core::Pattern::parse("reservation.*").unwrap()]);
         assert!(config.allow_private_targets);
     }
 
@@ -434,6 +451,13 @@ mod tests {
         refused(&key(&sha, "a b", "admin"), "auth.api_keys[0].tenant");
         refused(&key(&sha, "acme", "everything"), "auth.api_keys[0].scopes");
         refused(&format!("{}\n{}", key(&sha, "acme", "admin"), key(&sha, "acme", "admin")), "api_keys[1].id");
+        refused("[[sinks]]\nid = \"a\"\nkind = \"redis\"", "sinks[a].url");
+        refused("[[sinks]]\nid = \"a\"\nkind = \"pigeon\"", "pigeon");
+        refused("[[sinks]]\nid = \"a\"\nkind = \"jsonl\"\npath = \"/tmp/x\"\nurl = \"x\"", "sinks[a].url");
+        refused("[[sinks]]\nid = \"a\"\nkind = \"jsonl\"\npath = \"/tmp/x\"\nbatch = 0", "sinks[a].batch");
+        let jsonl = |id: &str| format!("[[sinks]]\nid = \"{id}\"\nkind = \"jsonl\"\npath = \"/tmp/x\"\n");
+        refused(&format!("{}{}", jsonl("a"), jsonl("a")), "sinks[a].id");
+        refused(&jsonl("Not An Id"), "Not An Id");
     }
 
     #[test]

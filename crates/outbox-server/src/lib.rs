@@ -4,6 +4,7 @@
 //! - [`auth`]: [`auth::TokenAuthorizer`], JWTs and hashed API keys (SPEC §5.2); [`token`] mints JWTs.
 //! - [`revocation`]: revocations recorded in the database and applied by every process (SPEC §5.5).
 //! - [`app`]: the router every process serves; [`server`]: the listener and graceful shutdown.
+//! - [`sinks`]: the configured sinks, run by the `sinks` role; [`sink_routes`]: `GET /sinks` and dead letters.
 //! - [`commands`]: one module per command; [`demo`]: the sample events of `outbox dev --demo`.
 //!
 //! **Architecture invariant:** the server only wires. Every capability lives in a library
@@ -19,4 +20,7 @@ pub mod config;
 pub mod demo;
 pub mod revocation;
 pub mod server;
+pub mod sink_routes;
+pub mod sinks;
+pub mod terminal;
 pub mod token;

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use outbox_server::cli::{Cli, Command, TokenCommand};
+use outbox_server::cli::{Cli, Command, DeadLettersCommand, SinksCommand, TokenCommand};
 use outbox_server::commands;
 use outbox_server::config::ConfigError;
 
@@ -28,6 +28,10 @@ fn main() -> ExitCode {
             Command::Serve(args) => commands::serve::run(args).await,
             Command::Migrate(args) => commands::migrate::run(args).await,
             Command::Token(TokenCommand::Issue(args)) => commands::token::issue(args),
+            Command::Sinks(SinksCommand::List(args)) => commands::sinks::list(args).await,
+            Command::DeadLetters(DeadLettersCommand::List(args)) => commands::sinks::list_dead_letters(args).await,
+            Command::DeadLetters(DeadLettersCommand::Replay(args)) => commands::sinks::replay(args).await,
+            Command::DeadLetters(DeadLettersCommand::Discard(args)) => commands::sinks::discard(args).await,
         }
     });
     match result {

@@ -1,12 +1,15 @@
-//! Running the HTTP side of a server process: [`Server::start`] wires the configuration into
-//! an [`App`] on a bound listener; [`Server::run`] serves until a shutdown signal.
+//! Running a server process: [`Server::start`] wires the configuration into an [`App`] on a
+//! bound listener and starts the sinks' loops when the process has the `sinks` role;
+//! [`Server::run`] serves until a shutdown signal.
 //!
 //! # Shutdown
 //!
 //! On the signal the listener closes (no new connections), [`OutboxService::shutdown`]
 //! ends every open stream (an endless SSE body would otherwise hold its connection open
 //! forever), and hyper-util's graceful shutdown lets every connection finish the response
-//! it is writing. Connections still open after [`GRACE`] are abandoned.
+//! it is writing. Connections still open after [`GRACE`] are abandoned. Then the sinks'
+//! loops stop: a batch in flight gets its grace to finish (and is recorded if it does),
+//! else is abandoned without moving its cursor, and every lease is released.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,6 +29,7 @@ use crate::app::{App, AppState, app};
 use crate::auth::TokenAuthorizer;
 use crate::config::{Config, Role};
 use crate::revocation::{Poller, Revocations, migrator};
+use crate::sinks::Sinks;
 
 /// How long open connections get to finish after the signal.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -38,8 +42,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Builds the authorizer, the outbox service and the revocation poller from `config`, and
-    /// binds `config.listen`. The database must be migrated already.
+    /// Builds the authorizer, the outbox service, the revocation poller and the sinks from
+    /// `config` (starting the sinks' loops when the process has the `sinks` role), and binds
+    /// `config.listen`. The database must be migrated already.
     pub async fn start(config: &Config, pool: PgPool) -> anyhow::Result<Server> {
         let revocations = Revocations::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
@@ -47,16 +52,21 @@ impl Server {
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;
+        let listener =
+            TcpListener::bind(config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
+        let sinks = Sinks::new(pool.clone(), &config.sinks, config.roles.has(Role::Sinks)).context("the sinks")?;
+        if sinks.running() {
+            tracing::info!(sinks = ?sinks.ids(), "role sinks: running the sinks");
+        }
         let state = AppState {
             pool,
             service,
             authorizer,
             revocations,
             migrator: migrator(),
+            sinks: Arc::new(sinks),
             serve_api: config.roles.has(Role::Http),
         };
-        let listener =
-            TcpListener::bind(config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
         Ok(Server { listener, app: app(state), poller: tokio::spawn(poller.run()) })
     }
 
@@ -70,10 +80,14 @@ impl Server {
         &self.app
     }
 
-    /// Serves until `shutdown` resolves, then shuts down gracefully.
+    /// Serves until `shutdown` resolves, then shuts down gracefully: the HTTP side first,
+    /// then the sinks' loops (the batch in flight finishes or is abandoned without moving its
+    /// cursor, and the leases are released).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, app, poller } = self;
+        let sinks = app.state().sinks.clone();
         serve(listener, app, shutdown).await;
+        sinks.shutdown().await;
         poller.abort();
     }
 }

@@ -3,6 +3,7 @@
 pub mod dev;
 pub mod migrate;
 pub mod serve;
+pub mod sinks;
 pub mod token;
 
 /// Serves until SIGINT or SIGTERM, then lets the server drain; fails only when the signals

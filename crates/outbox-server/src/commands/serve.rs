@@ -42,8 +42,8 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
 
 /// The roles whose workers do not exist yet say so, instead of silently doing nothing.
 fn log_idle_roles(config: &Config) {
-    if config.roles.has(Role::Sinks) && !config.sinks.is_empty() {
-        tracing::warn!(sinks = config.sinks.len(), "role sinks: sinks are configured but not run by this version yet");
+    if config.roles.has(Role::Sinks) && config.sinks.is_empty() {
+        tracing::info!("role sinks: no [[sinks]] are configured");
     }
     for role in [Role::Retention, Role::Subscribers] {
         if config.roles.has(role) {

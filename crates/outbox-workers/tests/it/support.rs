@@ -2,7 +2,6 @@
 //! clock, condition waits with deadlines, and the broker URLs.
 
 use std::future::Future;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -241,32 +240,7 @@ impl Sleep {
     }
 }
 
-/// The NATS server the tests use: `NATS_URL`, default `nats://127.0.0.1:4222`. Panics naming
-/// the missing service when nothing answers there: a broker test never passes without one.
-pub fn nats_url() -> String {
-    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    require("NATS (with JetStream)", "NATS_URL", &url);
-    url
-}
-
-/// The Redis server the tests use: `REDIS_URL`, default `redis://127.0.0.1:6379`; see [`nats_url`].
-pub fn redis_url() -> String {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    require("Redis", "REDIS_URL", &url);
-    url
-}
-
-fn require(service: &str, variable: &str, url: &str) {
-    let authority = url.split("://").nth(1).unwrap_or(url);
-    let authority = authority.rsplit('@').next().unwrap_or(authority);
-    let host_port = authority.split('/').next().unwrap_or(authority);
-    let addrs: Vec<SocketAddr> = host_port.to_socket_addrs().map(Iterator::collect).unwrap_or_default();
-    let answers = addrs.iter().any(|addr| TcpStream::connect_timeout(addr, Duration::from_secs(2)).is_ok());
-    assert!(
-        answers,
-        "{service} is not running at {url}: this test needs it. Start one (`cargo xtask test` does) or set {variable}."
-    );
-}
+pub use outbox_e2e::services::{nats_url, redis_url};
 
 /// A short random suffix for names shared on a broker (streams, keys, subjects).
 pub fn unique(prefix: &str) -> String {

@@ -1,0 +1,163 @@
+//! The configured sinks of a process: the `sinks` role runs them, and every process (and the
+//! CLI) can show their state and operate their dead letters (SPEC §5.7, §7, §8.1).
+//!
+//! [`Sinks::new`] builds every `[[sinks]]` table (nothing connects yet) and, when asked to
+//! run them, starts one [`Dispatcher`] for all of them. Status and dead letters come from
+//! the database, so a process that does not run a sink shows it too; a replay delivers
+//! through this process's own instance of the sink, whether or not its loop runs here.
+
+use std::sync::Arc;
+
+use outbox_core::{Event, Position, millis};
+use outbox_pg::dead_letter::{self, DeadLetter, ListRequest};
+use outbox_pg::sqlx::PgPool;
+use outbox_workers::config::{SinkConfig, build_spec};
+use outbox_workers::{Dispatcher, DispatcherConfig, Error, Result, SinkSpec, SinkStatus, sink_status};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+/// The most dead letters one page lists.
+pub const MAX_PAGE: u32 = 1000;
+
+/// The configured sinks, and their dispatcher when this process runs them.
+pub struct Sinks {
+    pool: PgPool,
+    specs: Vec<SinkSpec>,
+    dispatcher: Option<Dispatcher>,
+}
+
+impl Sinks {
+    /// Builds every sink of `configs`; starts a dispatcher for them when `run` is set and
+    /// there is at least one.
+    pub fn new(pool: PgPool, configs: &[SinkConfig], run: bool) -> Result<Sinks> {
+        let specs = configs.iter().map(build_spec).collect::<Result<Vec<_>>>()?;
+        let dispatcher = match run && !specs.is_empty() {
+            true => Some(Dispatcher::start(pool.clone(), DispatcherConfig::default(), specs.clone())?),
+            false => None,
+        };
+        Ok(Sinks { pool, specs, dispatcher })
+    }
+
+    /// Whether this process runs the sinks' loops.
+    pub fn running(&self) -> bool {
+        self.dispatcher.is_some()
+    }
+
+    /// The ids of the configured sinks, in configuration order.
+    pub fn ids(&self) -> Vec<&str> {
+        self.specs.iter().map(|spec| spec.sink.id()).collect()
+    }
+
+    /// The status of every configured sink, in configuration order.
+    pub async fn statuses(&self) -> Result<Vec<SinkStatus>> {
+        let mut all = Vec::with_capacity(self.specs.len());
+        for spec in &self.specs {
+            all.push(self.status_of(spec).await?);
+        }
+        Ok(all)
+    }
+
+    /// The status of sink `id`.
+    pub async fn status(&self, id: &str) -> Result<SinkStatus> {
+        self.status_of(self.find(id)?).await
+    }
+
+    async fn status_of(&self, spec: &SinkSpec) -> Result<SinkStatus> {
+        let id = spec.sink.id();
+        let local = self.dispatcher.as_ref().and_then(|dispatcher| dispatcher.local_state(id));
+        sink_status(&self.pool, id, &spec.filter, local.as_ref()).await
+    }
+
+    /// One page of sink `id`'s dead letters (oldest first, ids after `after`), and whether more follow.
+    pub async fn dead_letters(
+        &self,
+        id: &str,
+        after: Option<i64>,
+        limit: u32,
+        include_replayed: bool,
+    ) -> Result<(Vec<DeadLetterView>, bool)> {
+        self.find(id)?;
+        let limit = limit.clamp(1, MAX_PAGE);
+        let request = ListRequest { sink: Some(id.to_owned()), include_replayed, after_id: after, limit: limit + 1 };
+        let mut letters = dead_letter::list(&self.pool, &request).await?;
+        let more = letters.len() > limit as usize;
+        letters.truncate(limit as usize);
+        Ok((letters.into_iter().map(DeadLetterView::from).collect(), more))
+    }
+
+    /// Delivers dead letter `letter` of sink `id` again and marks it replayed.
+    pub async fn replay(&self, id: &str, letter: i64) -> Result<()> {
+        outbox_workers::replay(&self.pool, self.find(id)?.sink.as_ref(), letter).await
+    }
+
+    /// Deletes dead letter `letter` of sink `id`.
+    pub async fn discard(&self, id: &str, letter: i64) -> Result<()> {
+        self.find(id)?;
+        outbox_workers::discard(&self.pool, id, letter).await
+    }
+
+    /// Stops the loops gracefully, if they run here: the batch in flight finishes or is
+    /// abandoned without moving its cursor, and the leases are released.
+    pub async fn shutdown(&self) {
+        if let Some(dispatcher) = &self.dispatcher {
+            dispatcher.shutdown().await;
+        }
+    }
+
+    fn find(&self, id: &str) -> Result<&SinkSpec> {
+        self.specs.iter().find(|spec| spec.sink.id() == id).ok_or_else(|| Error::UnknownSink(id.to_owned()))
+    }
+}
+
+/// A shared handle, as the routes and the server keep it.
+pub type SharedSinks = Arc<Sinks>;
+
+/// A dead letter as the API and the CLI show it (camelCase, times in milliseconds).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterView {
+    /// Its id.
+    pub id: i64,
+    /// The sink that refused it.
+    pub sink: String,
+    /// The event's position.
+    pub position: Position,
+    /// The event.
+    pub event: Event,
+    /// The last refusal.
+    pub error: String,
+    /// Failed attempts.
+    pub attempts: u32,
+    /// When the first attempt failed.
+    #[serde(with = "millis")]
+    pub first_failed_at: OffsetDateTime,
+    /// When the last attempt failed.
+    #[serde(with = "millis")]
+    pub last_failed_at: OffsetDateTime,
+    /// When a replay delivered it.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_millis")]
+    pub replayed_at: Option<OffsetDateTime>,
+}
+
+impl From<DeadLetter> for DeadLetterView {
+    fn from(letter: DeadLetter) -> DeadLetterView {
+        DeadLetterView {
+            id: letter.id,
+            sink: letter.sink,
+            position: letter.position,
+            event: letter.event,
+            error: letter.error,
+            attempts: letter.attempts,
+            first_failed_at: letter.first_failed_at,
+            last_failed_at: letter.last_failed_at,
+            replayed_at: letter.replayed_at,
+        }
+    }
+}
+
+fn optional_millis<S: serde::Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
+    match time {
+        Some(time) => serializer.serialize_str(&millis::format(*time)),
+        None => serializer.serialize_none(),
+    }
+}
