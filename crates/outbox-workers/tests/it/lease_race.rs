@@ -7,8 +7,7 @@
 //! tries to record it. Triggers in the test database keep, in commit order, every cursor
 //! write with the lease that fenced it and every lease acquisition.
 //!
-//! The race runs for `OUTBOX_LEASE_RACE_SECS` seconds (default 10; the soak length
-//! is 30).
+//! The race runs for `OUTBOX_LEASE_RACE_SECS` seconds (default 30).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,7 +25,7 @@ use crate::support::{ScriptedSink, Written, all_events, cursor_of, history, numb
 const TTL: Duration = Duration::from_millis(300);
 
 fn race_length() -> Duration {
-    let seconds = std::env::var("OUTBOX_LEASE_RACE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let seconds = std::env::var("OUTBOX_LEASE_RACE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
     Duration::from_secs(seconds)
 }
 
