@@ -47,9 +47,46 @@ pub fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("running outbox")
 }
 
+/// Runs `outbox args…` with `env`, writing `input` to its standard input; kills it and
+/// panics when it has not exited within `within`.
+pub fn run_with_input(args: &[&str], env: &[(&str, &str)], input: &str, within: Duration) -> Output {
+    use std::io::Write;
+    let mut command = Command::new(outbox_binary());
+    clean_env(command.args(args));
+    command.envs(env.iter().copied()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("starting outbox");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    let writer = std::thread::spawn(move || drop(stdin.write_all(input.as_bytes())));
+    let (done, exited) = mpsc::channel();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || {
+        let output = child.wait_with_output();
+        let _ = done.send(());
+        output
+    });
+    if exited.recv_timeout(within).is_err() {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        let output = waiter.join().unwrap().expect("waiting for outbox");
+        let (out, err) = text(&output);
+        panic!("outbox {args:?} did not exit within {within:?}; printed:\n{out}{err}");
+    }
+    let _ = writer.join();
+    waiter.join().unwrap().expect("waiting for outbox")
+}
+
 /// Removes the variables the binary reads, so only what a test passes applies.
 fn clean_env(command: &mut Command) -> &mut Command {
-    for name in ["DATABASE_URL", "OUTBOX_CONFIG", "OUTBOX_LISTEN", "OUTBOX_ROLES", "OUTBOX_JWT_SECRET"] {
+    let names = [
+        "DATABASE_URL",
+        "OUTBOX_CONFIG",
+        "OUTBOX_LISTEN",
+        "OUTBOX_ROLES",
+        "OUTBOX_JWT_SECRET",
+        "OUTBOX_URL",
+        "OUTBOX_TOKEN",
+    ];
+    for name in names {
         command.env_remove(name);
     }
     command.env("OUTBOX_LOG", "warn")

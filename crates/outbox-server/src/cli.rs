@@ -19,10 +19,19 @@ pub struct Cli {
 pub enum Command {
     /// Development: a PostgreSQL of its own in .outbox/pg (unless DATABASE_URL is set),
     /// migrated, every role served on 127.0.0.1:8080, an admin token printed.
+    #[command(
+        after_help = "Examples:\n  outbox dev --demo\n  DATABASE_URL=postgres://localhost/outbox outbox dev --listen 127.0.0.1:0"
+    )]
     Dev(DevArgs),
     /// Production: serve the roles of the configuration.
+    #[command(
+        after_help = "Examples:\n  outbox serve --config /etc/outbox/outbox.toml\n  DATABASE_URL=postgres://outbox@db/outbox outbox serve --roles http --listen 0.0.0.0:8080"
+    )]
     Serve(ServeArgs),
     /// Apply the migrations to DATABASE_URL (or the configuration's database_url).
+    #[command(
+        after_help = "Examples:\n  DATABASE_URL=postgres://outbox@db/outbox outbox migrate --dry-run\n  outbox migrate --config /etc/outbox/outbox.toml"
+    )]
     Migrate(MigrateArgs),
     /// Tokens for the HTTP routes.
     #[command(subcommand)]
@@ -33,6 +42,9 @@ pub enum Command {
     /// Events a sink refused on every attempt: list, replay, discard.
     #[command(subcommand, name = "dead-letters")]
     DeadLetters(DeadLettersCommand),
+    /// Watch, list and publish events over HTTP (any Outbox server, through outbox-client).
+    #[command(subcommand, after_help = EVENTS_EXAMPLES)]
+    Events(EventsCommand),
 }
 
 /// How a listing prints.
@@ -162,6 +174,9 @@ pub struct MigrateArgs {
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Print a JWT signed with the configured HS256 secret.
+    #[command(
+        after_help = "Examples:\n  OUTBOX_JWT_SECRET=… outbox token issue --tenant acme --scopes \"events:read\" --ttl 1h --sid ses_1"
+    )]
     Issue(IssueArgs),
 }
 
@@ -186,4 +201,156 @@ pub struct IssueArgs {
     /// The configuration file (for auth.jwt_secret).
     #[arg(long)]
     pub config: Option<PathBuf>,
+}
+
+/// `outbox events …`: the HTTP API from the command line, through `outbox-client`.
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// Follow the live stream: one JSON line per event, reconnecting until Ctrl-C or --count.
+    #[command(after_help = WATCH_EXAMPLES)]
+    Watch(EventsWatchArgs),
+    /// Read the history: one page, or every page with --all.
+    #[command(after_help = LIST_EXAMPLES)]
+    List(EventsListArgs),
+    /// Publish one event, or a batch from a JSON-lines file (or standard input).
+    #[command(after_help = PUBLISH_EXAMPLES)]
+    Publish(EventsPublishArgs),
+}
+
+const EVENTS_EXAMPLES: &str = "\
+Examples:
+  export OUTBOX_TOKEN=…    # printed by `outbox dev`, or `outbox token issue`
+  outbox events watch --url http://127.0.0.1:8080 --types 'reservation.*' --count 5
+  outbox events list --limit 20 --format table
+  outbox events publish --type node.joined --tenant acme --subject node/n1 --data '{\"gpus\":8}'";
+
+const WATCH_EXAMPLES: &str = "\
+Each line is the event's JSON on one line; control and escape characters in it are
+escaped (\\u001b, \\n, …), so a payload cannot move the cursor or restyle the terminal.
+
+Examples:
+  outbox events watch --url http://127.0.0.1:8080 --token \"$TOKEN\"
+  outbox events watch --types 'reservation.*,node.joined' --count 5
+  outbox events watch --tenant globex --since 88213.51120   # admin token; resume after a position
+  outbox events watch --since 0.0 | jq .type                  # everything stored, then live";
+
+const LIST_EXAMPLES: &str = "\
+In the json format each line is one event; when more events follow, the next page's
+cursor is printed on standard error.
+
+Examples:
+  outbox events list --url http://127.0.0.1:8080 --token \"$TOKEN\" --limit 20
+  outbox events list --types 'node.*' --cursor 88213:51120 --format table
+  outbox events list --subject reservation/rsv_01 --all > history.jsonl";
+
+const PUBLISH_EXAMPLES: &str = "\
+Prints the new event ids, one per line. A batch file holds one event per line, in the
+shape of POST /events: {\"type\":…,\"tenantId\":…,\"subject\":…,\"data\":{…}}. Every line is
+checked before anything is sent; each request of --batch-size lines is one transaction.
+
+Examples:
+  outbox events publish --type reservation.active --tenant acme --subject reservation/rsv_01 --data '{\"state\":\"active\"}'
+  outbox events publish --file events.jsonl
+  generate-events | outbox events publish --file -";
+
+/// Where the server is and how to authenticate: shared by every `outbox events` command.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// The server's base URL.
+    #[arg(long, env = "OUTBOX_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The bearer token: a JWT or an API key.
+    #[arg(long, env = "OUTBOX_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// An extra header for every request, as "Name: value" (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Where the host mounts the routes, e.g. /outbox for /outbox/events.
+    #[arg(long, value_name = "PATH")]
+    pub path_prefix: Option<String>,
+}
+
+/// `outbox events watch`.
+#[derive(Debug, Args)]
+pub struct EventsWatchArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Another tenant than the token's (needs the admin scope).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Comma-separated type patterns, e.g. 'reservation.*,node.joined' (default: every type).
+    #[arg(long, value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Start strictly after this position, 88213.51120 or 88213:51120 (0.0 = everything
+    /// stored); default: from now.
+    #[arg(long, value_name = "CURSOR")]
+    pub since: Option<outbox_core::Position>,
+    /// Exit 0 after this many events.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// The longest wait between reconnection attempts, in seconds.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub max_backoff: u64,
+}
+
+/// How `outbox events list` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    /// One JSON object per line (terminal-safe).
+    Json,
+    /// Aligned columns for people; data abbreviated.
+    Table,
+}
+
+/// `outbox events list`.
+#[derive(Debug, Args)]
+pub struct EventsListArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Another tenant than the token's (needs the admin scope).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Comma-separated type patterns (default: every type).
+    #[arg(long, value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Only events about this exact subject, e.g. reservation/rsv_01.
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// Start strictly after this position (either form); default: the oldest stored event.
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<outbox_core::Position>,
+    /// Events per page, 1–1000 (the server's default is 100).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// Follow the cursor through every page to the end of the history.
+    #[arg(long)]
+    pub all: bool,
+    /// How to print.
+    #[arg(long, value_enum, default_value_t = ListFormat::Json)]
+    pub format: ListFormat,
+}
+
+/// `outbox events publish`.
+#[derive(Debug, Args)]
+pub struct EventsPublishArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// The event type, e.g. reservation.active.
+    #[arg(long = "type", value_name = "TYPE", required_unless_present = "file")]
+    pub event_type: Option<String>,
+    /// The event's tenant.
+    #[arg(long, required_unless_present = "file")]
+    pub tenant: Option<String>,
+    /// What the event is about, <kind>/<id>.
+    #[arg(long, required_unless_present = "file")]
+    pub subject: Option<String>,
+    /// The event's data: a JSON object.
+    #[arg(long, default_value = "{}", value_name = "JSON")]
+    pub data: String,
+    /// Publish the events of a JSON-lines file instead; - reads standard input.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["event_type", "tenant", "subject", "data"])]
+    pub file: Option<PathBuf>,
+    /// Events per request (and per transaction) when publishing a file, 1–10000.
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_size: u32,
 }

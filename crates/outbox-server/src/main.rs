@@ -32,6 +32,7 @@ fn main() -> ExitCode {
             Command::DeadLetters(DeadLettersCommand::List(args)) => commands::sinks::list_dead_letters(args).await,
             Command::DeadLetters(DeadLettersCommand::Replay(args)) => commands::sinks::replay(args).await,
             Command::DeadLetters(DeadLettersCommand::Discard(args)) => commands::sinks::discard(args).await,
+            Command::Events(command) => commands::events::run(command).await,
         }
     });
     match result {
