@@ -253,11 +253,14 @@ Examples:
   outbox events publish --file events.jsonl
   generate-events | outbox events publish --file -";
 
+/// Where `outbox events` finds the server by default: what `outbox dev` serves.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
 /// Where the server is and how to authenticate: shared by every `outbox events` command.
 #[derive(Debug, Args)]
 pub struct ServerArgs {
     /// The server's base URL.
-    #[arg(long, env = "OUTBOX_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(long, env = "OUTBOX_URL", default_value = DEFAULT_URL)]
     pub url: String,
     /// The bearer token: a JWT or an API key.
     #[arg(long, env = "OUTBOX_TOKEN", hide_env_values = true)]

@@ -19,7 +19,7 @@ pub async fn run(args: EventsListArgs) -> anyhow::Result<()> {
     };
     let mut printer = Printer { format: args.format, lines: Lines::stdout(), table: Table::default() };
     loop {
-        let page = page(&client, &query, &args.server.url).await?;
+        let page = page(&client, &query, super::url(&args.server)).await?;
         if !printer.page(&page.items)? {
             return Ok(());
         }

@@ -14,7 +14,7 @@ use anyhow::Context;
 use http::{HeaderName, HeaderValue};
 use outbox_client::Client;
 
-use crate::cli::{EventsCommand, ServerArgs};
+use crate::cli::{DEFAULT_URL, EventsCommand, ServerArgs};
 use crate::config::ConfigError;
 
 pub use output::{json_line, terminal_safe};
@@ -32,7 +32,7 @@ pub async fn run(command: EventsCommand) -> anyhow::Result<()> {
 /// used is a command-line mistake (exit code 2).
 fn client(args: &ServerArgs) -> anyhow::Result<Client> {
     let bad = |flag: &str, error: &dyn std::fmt::Display| ConfigError(format!("{flag}: {error}"));
-    let mut client = Client::new(&args.url).map_err(|e| bad("--url", &e))?;
+    let mut client = Client::new(url(args)).map_err(|e| bad("--url", &e))?;
     if let Some(token) = args.token.as_deref().filter(|t| !t.is_empty()) {
         client = client.with_token(token).map_err(|e| bad("--token (or OUTBOX_TOKEN)", &e))?;
     }
@@ -44,6 +44,11 @@ fn client(args: &ServerArgs) -> anyhow::Result<Client> {
         client = client.with_header(name, value);
     }
     Ok(client)
+}
+
+/// `--url`; an empty `OUTBOX_URL` counts as unset, as every other variable of the binary does.
+fn url(args: &ServerArgs) -> &str {
+    if args.url.trim().is_empty() { DEFAULT_URL } else { &args.url }
 }
 
 fn parse_header(text: &str) -> anyhow::Result<(HeaderName, HeaderValue)> {

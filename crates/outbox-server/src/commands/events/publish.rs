@@ -26,7 +26,7 @@ pub async fn run(args: EventsPublishArgs) -> anyhow::Result<()> {
         eprintln!("outbox events publish: no events to publish");
         return Ok(());
     }
-    publish(&client, &events, args.batch_size as usize, &args.server.url).await
+    publish(&client, &events, args.batch_size as usize, super::url(&args.server)).await
 }
 
 /// The event of `--type`, `--tenant`, `--subject` and `--data`.

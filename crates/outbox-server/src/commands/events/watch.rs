@@ -24,7 +24,7 @@ pub async fn run(args: EventsWatchArgs) -> anyhow::Result<()> {
     let mut printed = 0;
     while args.count.is_none_or(|count| printed < count) {
         let Some(event) = events.next().await else { break };
-        let event = event.with_context(|| format!("watching {}", args.server.url))?;
+        let event = event.with_context(|| format!("watching {}", super::url(&args.server)))?;
         if !lines.print(&json_line(&event))? {
             break;
         }
