@@ -113,9 +113,10 @@ impl Proxy {
 
     /// Cuts every open connection (both sockets dropped mid-stream); answers how many.
     pub fn cut(&self) -> usize {
-        let open: Vec<JoinHandle<()>> = self.connections.lock().unwrap().drain(..).collect();
-        open.iter().filter(|task| !task.is_finished()).for_each(JoinHandle::abort);
-        open.iter().filter(|task| !task.is_finished()).count()
+        let all: Vec<JoinHandle<()>> = self.connections.lock().unwrap().drain(..).collect();
+        let open: Vec<JoinHandle<()>> = all.into_iter().filter(|task| !task.is_finished()).collect();
+        open.iter().for_each(JoinHandle::abort);
+        open.len()
     }
 
     /// How many connections are still open.

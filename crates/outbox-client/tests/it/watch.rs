@@ -54,7 +54,7 @@ async fn twenty_forced_disconnects_lose_and_repeat_nothing() {
         let seen = received.lock().unwrap().len();
         eventually(WITHIN, "events arriving between disconnects", || received.lock().unwrap().len() >= seen + 3).await;
         if round % 2 == 0 {
-            proxy.cut();
+            assert!(proxy.cut() >= 1, "round {round}: the stream's connection was open and is cut");
         } else {
             server.stop().await;
             server = TestServer::start(&db.pool).await;
