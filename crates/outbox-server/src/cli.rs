@@ -50,9 +50,9 @@ pub enum Command {
 /// How a listing prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// Aligned columns for people.
+    /// Aligned columns for people (data abbreviated, control characters escaped).
     Table,
-    /// One JSON object per line, for programs (the shape of the HTTP API).
+    /// One terminal-safe JSON object per line, for programs (the shape of the HTTP API).
     Json,
 }
 
@@ -296,15 +296,6 @@ pub struct EventsWatchArgs {
     pub max_backoff: u64,
 }
 
-/// How `outbox events list` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ListFormat {
-    /// One JSON object per line (terminal-safe).
-    Json,
-    /// Aligned columns for people; data abbreviated.
-    Table,
-}
-
 /// `outbox events list`.
 #[derive(Debug, Args)]
 pub struct EventsListArgs {
@@ -329,8 +320,8 @@ pub struct EventsListArgs {
     #[arg(long)]
     pub all: bool,
     /// How to print.
-    #[arg(long, value_enum, default_value_t = ListFormat::Json)]
-    pub format: ListFormat,
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
 }
 
 /// `outbox events publish`.

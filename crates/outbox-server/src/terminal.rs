@@ -1,44 +1,45 @@
-//! Output that is safe to print on a terminal: text from the database or a remote peer (an
-//! event's data, a sink's error) may hold escape sequences that would move the cursor or
-//! change the terminal, so every control character is printed escaped.
+//! Output that is safe to print on a terminal.
+//!
+//! Text from the database or a remote peer (an event's `data`, a sink's error) is whatever
+//! somebody wrote, so it can hold `ESC [2J` (clear the screen), a line break that forges a
+//! second line, or a right-to-left override that reorders what is shown. serde_json already
+//! writes the C0 controls as escapes (`\n`, `\u001b`); [`terminal_safe`] also escapes what
+//! JSON allows raw but a terminal acts on: DEL, the C1 controls (`U+009B` is a one-character
+//! CSI), the line and paragraph separators and the bidirectional formatting characters.
+//! Every one of them can only occur inside a JSON string, so escaped JSON is still the same
+//! JSON; in plain text (a table cell) the escape is shown as written.
+
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
-/// `text` with every control character (C0, DEL, C1) and the line and paragraph separators
-/// written as a `\u{…}` escape, so it stays on one line and cannot drive the terminal.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if needs_escape(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `value` as one line of JSON in which no control character appears raw: serde_json escapes
-/// C0 characters inside strings, and DEL, C1 and the separators are escaped here as `\uXXXX`
-/// (characters that can only occur inside strings, so the line stays valid JSON).
+/// `value` as one terminal-safe line of JSON (no line break at the end).
 pub fn json_line(value: &impl Serialize) -> String {
     let json = serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"unprintable: {e}\"}}"));
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        if needs_escape(c) {
-            out.push_str(&format!("\\u{:04x}", c as u32));
+    terminal_safe(&json)
+}
+
+/// `text` with every character a terminal would act on written as `\uXXXX`.
+pub fn terminal_safe(text: &str) -> String {
+    let mut safe = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if acts_on_terminal(ch) {
+            let _ = write!(safe, "\\u{:04x}", u32::from(ch));
         } else {
-            out.push(c);
+            safe.push(ch);
         }
     }
-    out
+    safe
 }
 
-fn needs_escape(c: char) -> bool {
-    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+fn acts_on_terminal(ch: char) -> bool {
+    ch.is_control() // C0, DEL and C1
+        || matches!(ch, '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{feff}')
+        || ('\u{202a}'..='\u{202e}').contains(&ch)
+        || ('\u{2066}'..='\u{2069}').contains(&ch)
 }
 
-/// Prints `rows` under `header` in columns two spaces apart.
+/// Prints `rows` under `header` in columns two spaces apart (cells must be terminal-safe).
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
@@ -60,13 +61,31 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
 mod tests {
     use super::*;
 
+    #[track_caller]
+    fn check(input: &str, expect: &str) {
+        let json = serde_json::to_string(input).unwrap();
+        let safe = terminal_safe(&json);
+        assert_eq!(safe, expect);
+        assert_eq!(serde_json::from_str::<String>(&safe).unwrap(), input, "still the same JSON");
+        assert!(!safe.chars().any(acts_on_terminal), "{safe:?}");
+    }
+
     #[test]
-    fn control_characters_are_escaped_and_the_json_stays_valid() {
-        let hostile = "a\u{1b}[2J\nb\r\u{7f}\u{9b}31m\u{2028}z";
-        assert_eq!(escape(hostile), "a\\u{1b}[2J\\u{a}b\\u{d}\\u{7f}\\u{9b}31m\\u{2028}z");
-        let line = json_line(&serde_json::json!({ "data": hostile }));
-        assert!(!line.chars().any(needs_escape), "{line:?}");
-        let back: serde_json::Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(back["data"], hostile);
+    fn escapes_what_a_terminal_would_act_on() {
+        check("plain", r#""plain""#);
+        check("\u{1b}[2J", r#""\u001b[2J""#);
+        check("two\nlines\r\n", r#""two\nlines\r\n""#);
+        check("bell\u{7}tab\t", r#""bell\u0007tab\t""#);
+        check("del\u{7f}", r#""del\u007f""#);
+        check("csi\u{9b}2J", r#""csi\u009b2J""#);
+        check("sep\u{2028}par\u{2029}", r#""sep\u2028par\u2029""#);
+        check("rtl\u{202e}txt.exe", r#""rtl\u202etxt.exe""#);
+        check("isolate\u{2066}x\u{2069}", r#""isolate\u2066x\u2069""#);
+        check("ünïcödé ✓ 日本", "\"ünïcödé ✓ 日本\"");
+    }
+
+    #[test]
+    fn plain_text_stays_on_one_line() {
+        assert_eq!(terminal_safe("a\u{1b}[2J\nb"), "a\\u001b[2J\\u000ab");
     }
 }

@@ -9,7 +9,7 @@ use outbox_workers::SinkStatus;
 use crate::cli::{DeadLettersActArgs, DeadLettersListArgs, Format, SinksListArgs};
 use crate::config::{Config, ConfigError, Overrides};
 use crate::sinks::{DeadLetterView, MAX_PAGE, Sinks};
-use crate::terminal::{escape, json_line, print_table};
+use crate::terminal::{json_line, print_table, terminal_safe as escape};
 
 /// `outbox sinks list`.
 pub async fn list(args: SinksListArgs) -> anyhow::Result<()> {

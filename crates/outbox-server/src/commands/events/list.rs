@@ -5,7 +5,7 @@ use outbox_client::{Client, ListQuery, Page};
 use outbox_core::Event;
 
 use super::output::{Lines, json_line, terminal_safe};
-use crate::cli::{EventsListArgs, ListFormat};
+use crate::cli::{EventsListArgs, Format};
 
 /// Prints the page(s); without `--all`, names the next cursor on standard error.
 pub async fn run(args: EventsListArgs) -> anyhow::Result<()> {
@@ -37,7 +37,7 @@ async fn page(client: &Client, query: &ListQuery, url: &str) -> anyhow::Result<P
 }
 
 struct Printer {
-    format: ListFormat,
+    format: Format,
     lines: Lines,
     table: Table,
 }
@@ -46,8 +46,8 @@ impl Printer {
     /// Prints one page; `Ok(false)` when standard output was closed.
     fn page(&mut self, events: &[Event]) -> anyhow::Result<bool> {
         let lines = match self.format {
-            ListFormat::Json => events.iter().map(json_line).collect(),
-            ListFormat::Table => self.table.lines(events),
+            Format::Json => events.iter().map(json_line).collect(),
+            Format::Table => self.table.lines(events),
         };
         for line in lines {
             if !self.lines.print(&line)? {
