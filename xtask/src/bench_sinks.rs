@@ -1,10 +1,13 @@
 //! `cargo xtask bench sinks`: events/s through the `nats` and `redis` sinks against bare
 //! client loops of the same deliveries, side by side in one run, printed as ratios
-//! (targets: both ≥ 0.7).
+//! (targets: both ≥ 0.7), and one sink's throughput
+//! beside a sink that is down against beside a healthy one (target ≥ 0.9).
 //!
 //! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis); the
 //! measurement itself is `crates/outbox-workers/examples/bench_sinks.rs`, run in release
-//! mode, so that xtask does not need the broker clients.
+//! mode, so that xtask does not need the broker clients. A local PostgreSQL is reached
+//! through its Unix socket, as by `bench publish`: sqlx 0.9.0 leaves Nagle's algorithm on
+//! for TCP, which would measure that instead of the sinks.
 
 use std::process::Command;
 
@@ -16,9 +19,16 @@ pub fn run() -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
+    let url = match postgres.socket_url() {
+        Some(url) => {
+            println!("bench sinks: PostgreSQL through its Unix socket");
+            url
+        }
+        None => postgres.url(),
+    };
     let status = Command::new(cargo())
         .args(["run", "--release", "--quiet", "-p", "outbox-workers", "--example", "bench_sinks"])
-        .env("DATABASE_URL", postgres.url())
+        .env("DATABASE_URL", url)
         .env("NATS_URL", &nats.url)
         .env("REDIS_URL", &redis.url)
         .status()

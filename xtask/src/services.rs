@@ -45,6 +45,14 @@ impl Postgres {
         };
         dir.join(format!(".s.PGSQL.{port}")).exists().then_some(dir)
     }
+
+    /// [`Postgres::url`] through the Unix socket of [`Postgres::socket_dir`] when there is one.
+    pub fn socket_url(&self) -> Option<String> {
+        let dir = self.socket_dir()?;
+        let url = self.url();
+        let separator = if url.contains('?') { '&' } else { '?' };
+        Some(format!("{url}{separator}host={}", dir.display()))
+    }
 }
 
 /// `cargo xtask test`: PostgreSQL, NATS (JetStream) and Redis up, then `cargo test --workspace`
