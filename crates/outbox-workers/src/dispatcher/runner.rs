@@ -351,19 +351,18 @@ impl Runner {
         if page.events.is_empty() {
             return self.skip(lease, progress, &page).await;
         }
-        // While a full page is delivered, the next one is read: a backlog drains at the pace of
-        // the slower of the two instead of their sum. Both run to completion (a database call is
-        // never cut); the next page is used only if this one went through whole.
-        let reader = self.reader();
+        // While a full page is delivered, the next one is read, in a task of its own so that
+        // decoding it runs beside the sink's own work: a backlog drains at the pace of the
+        // slower of the two instead of their sum. The read always runs to completion (a
+        // database call is never cut); the next page is used only if this one went through whole.
         let next_after = Some(page.next_after);
-        let prefetch = async {
-            match page.more {
-                true => reader.read(next_after).await.ok(),
-                false => None,
-            }
-        };
-        let (step, next) = tokio::join!(self.deliver_page(lease, progress, &page), prefetch);
-        if let (Step::Progressed, Some(next)) = (&step, next)
+        let prefetch = page.more.then(|| {
+            let reader = self.reader();
+            tokio::spawn(async move { reader.read(next_after).await.ok() })
+        });
+        let step = self.deliver_page(lease, progress, &page).await;
+        if let (Step::Progressed, Some(prefetch)) = (&step, prefetch)
+            && let Ok(Some(next)) = prefetch.await
             && progress.after == next_after
         {
             progress.prefetched = Some((next_after, next));
