@@ -14,7 +14,9 @@ use outbox_pg::Publisher;
 use outbox_pg::sqlx::PgPool;
 use tokio::sync::watch;
 
-use crate::{ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish};
+use crate::{
+    ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish,
+};
 
 /// The largest `POST /events` body accepted by default: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
