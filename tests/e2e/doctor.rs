@@ -49,10 +49,8 @@ async fn doctor_names_an_open_transaction_with_the_environments_threshold() {
     let mut tx = db.pool.begin().await.unwrap();
     sqlx::query("SELECT pg_current_xact_id()").execute(&mut *tx).await.unwrap();
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *tx).await.unwrap();
-    let output = run(
-        &["doctor", "--format", "json"],
-        &[("DATABASE_URL", &db.url), ("OUTBOX_DOCTOR_LONG_TX_SECONDS", "0")],
-    );
+    let output =
+        run(&["doctor", "--format", "json"], &[("DATABASE_URL", &db.url), ("OUTBOX_DOCTOR_LONG_TX_SECONDS", "0")]);
     tx.rollback().await.unwrap();
     let (out, err) = text(&output);
     assert!(output.status.success(), "a long transaction is a warning: {out}{err}");

@@ -63,6 +63,12 @@ fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// A per-sink metric read from what this process's loop knows: name, help, value.
+type LocalMetric = (&'static str, &'static str, fn(&outbox_workers::LocalState) -> u64);
+
+/// A per-sink metric read from the database: name, help, value.
+type StatusMetric = (&'static str, &'static str, fn(&outbox_workers::SinkStatus) -> f64);
+
 /// The whole exposition for this process.
 pub async fn render(state: &AppState) -> String {
     let mut out = Exposition::default();
@@ -104,7 +110,7 @@ fn http(state: &AppState, out: &mut Exposition) {
 async fn sinks(state: &AppState, out: &mut Exposition) -> bool {
     let ids = state.sinks.ids();
     let locals: Vec<_> = ids.iter().map(|id| (*id, state.sinks.local_state(id).unwrap_or_default())).collect();
-    let counters: [(&str, &str, fn(&outbox_workers::LocalState) -> u64); 4] = [
+    let counters: [LocalMetric; 4] = [
         ("outbox_sink_delivered_total", "Events delivered and recorded by this process.", |l| l.delivered),
         ("outbox_sink_delivery_calls_total", "Delivery calls made by this process.", |l| l.delivery_calls),
         ("outbox_sink_delivery_failures_total", "Delivery calls that failed in this process.", |l| l.failed_calls),
@@ -123,7 +129,7 @@ async fn sinks(state: &AppState, out: &mut Exposition) -> bool {
             return false;
         }
     };
-    let gauges: [(&str, &str, fn(&outbox_workers::SinkStatus) -> f64); 3] = [
+    let gauges: [StatusMetric; 3] = [
         ("outbox_sink_dead_letters", "Pending dead letters.", |s| s.dead_letters as f64),
         ("outbox_sink_lag", "Matching events behind the head (capped at 1000000).", |s| s.lag as f64),
         ("outbox_sink_backing_off", "1 while the sink backs off after failures.", |s| {

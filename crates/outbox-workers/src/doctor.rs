@@ -120,7 +120,7 @@ pub async fn self_check(pool: &PgPool, config: &DoctorConfig) -> Vec<Finding> {
             )),
         }
     }
-    findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    findings.sort_by_key(|finding| std::cmp::Reverse(finding.severity));
     findings
 }
 
