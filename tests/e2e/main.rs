@@ -2,6 +2,7 @@
 
 mod config;
 mod dev;
+mod doctor;
 mod events;
 mod migrate;
 mod serve;

@@ -34,6 +34,12 @@ pub enum Which {
     Http,
     /// The nats and redis sinks against bare publish loops.
     Sinks,
+    /// Publish and read latency without and during a retention pass.
+    Retention {
+        /// Rows in the outbox before the pass.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+    },
 }
 
 pub fn run(which: Which) -> anyhow::Result<()> {
@@ -44,6 +50,7 @@ pub fn run(which: Which) -> anyhow::Result<()> {
         Which::Publish { rows, rounds, singles } => (rows, rounds, singles),
         Which::Http => return crate::bench_http::run(),
         Which::Sinks => return crate::bench_sinks::run(),
+        Which::Retention { rows } => return crate::bench_retention::run(rows),
     };
     let server = postgres()?;
     crate::runtime()?.block_on(async {

@@ -55,12 +55,14 @@ mod query;
 mod registry;
 pub mod scope;
 mod service;
+mod stats;
 mod watch;
 
 pub use auth::{AuthError, Authorizer, Grant};
 pub use error::{ApiError, error_response, json_response, method_not_allowed};
 pub use registry::{Selector, WatchRegistry};
 pub use service::{DEFAULT_BODY_LIMIT, OutboxService};
+pub use stats::HttpStats;
 pub use watch::WatchOptions;
 
 pub use outbox_core as core;

@@ -59,6 +59,7 @@ pub(crate) async fn list(service: &OutboxService, parts: &Parts) -> Result<Respo
     request.after = query.get("cursor").map(|cursor| position("cursor", cursor)).transpose()?;
     request.limit = page_limit(query.get("limit"), request.subject.is_some())?;
     let page = fill_page(&service.pool, request).await?;
+    service.stats.listed();
     if wants_protobuf(&parts.headers) { Ok(protobuf_page(&page)) } else { Ok(json_page(&page)) }
 }
 

@@ -14,7 +14,9 @@ use outbox_pg::Publisher;
 use outbox_pg::sqlx::PgPool;
 use tokio::sync::watch;
 
-use crate::{ApiError, Authorizer, Body, BoxFuture, WatchOptions, WatchRegistry, event_types, list, publish};
+use crate::{
+    ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish,
+};
 
 /// The largest `POST /events` body accepted by default: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -35,6 +37,7 @@ pub struct OutboxService {
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) publisher: Publisher,
     pub(crate) body_limit: usize,
+    pub(crate) stats: Arc<HttpStats>,
     shutdown: Arc<watch::Sender<bool>>,
 }
 
@@ -50,6 +53,7 @@ impl OutboxService {
             catalog: Arc::new(Catalog::builtin()),
             publisher: Publisher::new(),
             body_limit: DEFAULT_BODY_LIMIT,
+            stats: Arc::default(),
             shutdown: Arc::new(watch::channel(false).0),
         }
     }
@@ -87,6 +91,11 @@ impl OutboxService {
     /// The registry of this service's open streams.
     pub fn registry(&self) -> &WatchRegistry {
         &self.registry
+    }
+
+    /// What this service (and its clones) served: list requests, streams, events sent.
+    pub fn stats(&self) -> &Arc<HttpStats> {
+        &self.stats
     }
 
     /// Whether this service serves `path` (so a host router can delegate to it).

@@ -3,6 +3,8 @@
 //! - [`migrate`]: the migration runner and the embedded SQL of owner `core` (SPEC §2).
 //! - [`publish()`] and [`publish_many()`]: write events into the caller's transaction (SPEC §3.1).
 //! - [`read`]: the xmin read, the one way every reader takes rows from the outbox (SPEC §4).
+//! - [`retention`]: which cursors hold the outbox, and the small deletes of retention (SPEC §9).
+//! - [`inspect`]: long transactions, the xmin horizon's age and expired leases, for the doctor.
 //! - [`embedded`]: a throwaway or persistent PostgreSQL from the machine's own binaries.
 //! - `testkit` (feature `testkit`): a fresh, migrated database per test.
 //!
@@ -28,10 +30,12 @@ pub mod cursor;
 pub mod dead_letter;
 pub mod embedded;
 mod error;
+pub mod inspect;
 pub mod lease;
 pub mod migrate;
 mod publish;
 pub mod read;
+pub mod retention;
 pub mod sink_health;
 #[cfg(feature = "testkit")]
 pub mod testkit;

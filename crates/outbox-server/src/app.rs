@@ -7,11 +7,12 @@
 //! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
 //! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`sink_routes`](crate::sink_routes), scope `admin` (role `http`) |
 //! | `GET /healthz` | liveness: 200 `{"status":"ok"}` |
-//! | `GET /readyz` | readiness: the database answers and no migration is pending or drifted |
+//! | `GET /readyz` | readiness: the database answers, no migration is pending or drifted, the roles run |
+//! | `GET /metrics` | the Prometheus text format ([`metrics`](crate::metrics)) |
 //!
 //! Anything else is a JSON `NOT_FOUND`; a known path with another method is a JSON
 //! `METHOD_NOT_ALLOWED` with `Allow`. A process without the `http` role still answers
-//! `/healthz` and `/readyz`, so an orchestrator can probe every process alike.
+//! `/healthz`, `/readyz` and `/metrics`, so an orchestrator can probe every process alike.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use outbox_pg::Migrator;
 use outbox_pg::sqlx::PgPool;
 use serde::{Deserialize, Serialize};
 
+use crate::ops::Ops;
 use crate::revocation::{self, Revocations};
 use crate::sink_routes;
 use crate::sinks::SharedSinks;
@@ -57,6 +59,8 @@ pub struct AppState {
     pub sinks: SharedSinks,
     /// Whether this process serves the outbox and admin routes (role `http`).
     pub serve_api: bool,
+    /// Retention, the metrics' settings and the hooks `/readyz` asks.
+    pub ops: Ops,
 }
 
 /// The router: one cheap-to-clone service over the shared state.
@@ -89,6 +93,10 @@ impl App {
             "/readyz" => match only_get(request.method()) {
                 Some(refusal) => refusal,
                 None => readyz(state).await,
+            },
+            "/metrics" => match only_get(request.method()) {
+                Some(refusal) => refusal,
+                None => metrics(state).await,
             },
             "/admin/streams/close" if state.serve_api => match *request.method() {
                 Method::POST => close_streams(state, request).await,
@@ -153,7 +161,18 @@ async fn readyz(state: &AppState) -> Response<Body> {
     if !status.pending.is_empty() {
         return error_response(ErrorCode::Unavailable, format!("migrations pending: {}", status.pending.join(", ")));
     }
+    if let Some(reason) = state.ops.roles_not_running() {
+        return error_response(ErrorCode::Unavailable, reason);
+    }
     json_response(StatusCode::OK, &Status { status: "ready" })
+}
+
+async fn metrics(state: &AppState) -> Response<Body> {
+    let text = crate::metrics::render(state).await;
+    let mut response =
+        Response::new(http_body_util::Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed());
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
+    response
 }
 
 /// The body of `POST /admin/streams/close`.

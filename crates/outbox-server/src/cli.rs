@@ -33,6 +33,10 @@ pub enum Command {
         after_help = "Examples:\n  DATABASE_URL=postgres://outbox@db/outbox outbox migrate --dry-run\n  outbox migrate --config /etc/outbox/outbox.toml"
     )]
     Migrate(MigrateArgs),
+    /// Check the database for what stops events from flowing: dead letters, stalled sinks,
+    /// long transactions, retention backlog, expired leases, migrations. Exits 1 on any error.
+    #[command(after_help = DOCTOR_EXAMPLES)]
+    Doctor(DoctorArgs),
     /// Tokens for the HTTP routes.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -157,6 +161,27 @@ pub struct ServeArgs {
     /// The listen address, e.g. 0.0.0.0:8080.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+}
+
+const DOCTOR_EXAMPLES: &str = "\
+Needs only the database (DATABASE_URL or database_url), not a running server. Each finding
+has a check, a severity (error, warning, info), a message, a fix and sometimes a count.
+Exit codes: 0 no error finding, 1 an error finding (or the database could not be reached).
+
+Examples:
+  DATABASE_URL=postgres://outbox@db/outbox outbox doctor
+  outbox doctor --config /etc/outbox/outbox.toml --format json | jq 'select(.severity == \"error\")'
+  OUTBOX_DOCTOR_LONG_TX_SECONDS=10 outbox doctor";
+
+/// `outbox doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The configuration file: database_url, [[sinks]], [retention], [doctor] (default: OUTBOX_CONFIG).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// table or json (one finding per line).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 /// `outbox migrate`.

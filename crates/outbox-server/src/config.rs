@@ -6,7 +6,7 @@
 //! but break a rule (a short secret, an unknown scope, a malformed hash) are refused the
 //! same way by [`Config::validate`], naming the key.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -51,8 +51,12 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Options of the live stream (SPEC §5.4).
     pub watch: WatchOptions,
-    /// Retention (SPEC §9); read, not run yet.
+    /// Retention (SPEC §9), run by the `retention` role.
     pub retention: RetentionConfig,
+    /// The doctor's thresholds (SPEC §9).
+    pub doctor: DoctorConfig,
+    /// What `GET /metrics` shows.
+    pub metrics: MetricsConfig,
     /// Sinks (SPEC §7.5), run by the `sinks` role.
     pub sinks: Vec<SinkConfig>,
     /// Whether webhook targets on loopback and private addresses are allowed (SPEC §7.6).
@@ -68,6 +72,8 @@ impl Default for Config {
             auth: AuthConfig::default(),
             watch: WatchOptions::default(),
             retention: RetentionConfig::default(),
+            doctor: DoctorConfig::default(),
+            metrics: MetricsConfig::default(),
             sinks: Vec::new(),
             allow_private_targets: false,
         }
@@ -123,6 +129,31 @@ impl Default for RetentionConfig {
     fn default() -> RetentionConfig {
         RetentionConfig { every_seconds: 300, batch: 5000, max_rounds: 20, min_age_seconds: 3600 }
     }
+}
+
+/// `[doctor]`: when `outbox doctor` reports something.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DoctorConfig {
+    /// A transaction open longer than this is reported (env `OUTBOX_DOCTOR_LONG_TX_SECONDS`).
+    pub long_transaction_seconds: u64,
+    /// A sink further behind than this many events is reported.
+    pub sink_lag_events: u64,
+}
+
+impl Default for DoctorConfig {
+    fn default() -> DoctorConfig {
+        DoctorConfig { long_transaction_seconds: 60, sink_lag_events: 10_000 }
+    }
+}
+
+/// `[metrics]`: what `GET /metrics` shows.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Tenant id → class, the `tenant_class` label of events sent; other tenants are `default`.
+    /// Tenant ids themselves never become labels (there can be millions).
+    pub tenant_classes: BTreeMap<String, String>,
 }
 
 /// One thing a server process does (SPEC §8.2).
@@ -261,6 +292,11 @@ impl Config {
         if let Some(secret) = set("OUTBOX_JWT_SECRET") {
             self.auth.jwt_secret = Some(secret);
         }
+        if let Some(seconds) = set("OUTBOX_DOCTOR_LONG_TX_SECONDS") {
+            self.doctor.long_transaction_seconds = seconds.trim().parse().map_err(|_| {
+                bad(format!("OUTBOX_DOCTOR_LONG_TX_SECONDS: {seconds:?} is not a whole number of seconds"))
+            })?;
+        }
         Ok(())
     }
 
@@ -298,7 +334,21 @@ impl Config {
                 return Err(bad(format!("sinks[{}].id: {:?} is used twice", sink.id, sink.id)));
             }
         }
+        self.validate_retention()?;
         self.validate_watch()
+    }
+
+    fn validate_retention(&self) -> Result<(), ConfigError> {
+        let retention = &self.retention;
+        let positive = [
+            ("retention.every_seconds", retention.every_seconds),
+            ("retention.batch", retention.batch),
+            ("retention.max_rounds", retention.max_rounds),
+        ];
+        match positive.iter().find(|(_, value)| *value == 0) {
+            Some((key, _)) => Err(bad(format!("{key} must be greater than 0"))),
+            None => Ok(()),
+        }
     }
 
     fn validate_watch(&self) -> Result<(), ConfigError> {
@@ -431,7 +481,7 @@ mod tests {
         refused("[watch]\nheartbeat = 1", "heartbeat");
         refused("[retention]\nmin_age = 1", "min_age");
         refused("[[auth.api_keys]]\nid = \"a\"\nsha256 = \"\"\ntenant = \"t\"\nkeyy = 1", "keyy");
-        refused("[metrics]\n", "metrics");
+        refused("[metrics]\nport = 1\n", "unknown field `port`");
     }
 
     #[test]
@@ -480,6 +530,21 @@ mod tests {
         let config = load(&text, &env, &flags).unwrap();
         assert_eq!(config.listen.port(), 3000);
         assert!(config.roles.has(Role::Subscribers) && !config.roles.has(Role::Http));
+    }
+
+    #[test]
+    fn doctor_retention_and_metrics_tables() {
+        let text = "[doctor]\nlong_transaction_seconds = 5\n[retention]\nevery_seconds = 10\n[metrics]\ntenant_classes = { acme = \"enterprise\" }\n";
+        let config = load(text, &[], &Overrides::default()).unwrap();
+        assert_eq!(config.doctor, DoctorConfig { long_transaction_seconds: 5, sink_lag_events: 10_000 });
+        assert_eq!(config.retention.every_seconds, 10);
+        assert_eq!(config.metrics.tenant_classes["acme"], "enterprise");
+        let config = load(text, &[("OUTBOX_DOCTOR_LONG_TX_SECONDS", "7")], &Overrides::default()).unwrap();
+        assert_eq!(config.doctor.long_transaction_seconds, 7);
+        let err = load("", &[("OUTBOX_DOCTOR_LONG_TX_SECONDS", "soon")], &Overrides::default()).unwrap_err();
+        assert!(err.contains("OUTBOX_DOCTOR_LONG_TX_SECONDS"), "{err}");
+        refused("[retention]\nbatch = 0\n", "retention.batch must be greater than 0");
+        refused("[doctor]\nlong_tx = 1\n", "unknown field `long_tx`");
     }
 
     #[test]

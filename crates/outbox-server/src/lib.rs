@@ -5,6 +5,7 @@
 //! - [`revocation`]: revocations recorded in the database and applied by every process (SPEC §5.5).
 //! - [`app`]: the router every process serves; [`server`]: the listener and graceful shutdown.
 //! - [`sinks`]: the configured sinks, run by the `sinks` role; [`sink_routes`]: `GET /sinks` and dead letters.
+//! - [`ops`]: the retention role and the doctor's configuration; [`metrics`]: `GET /metrics`.
 //! - [`commands`]: one module per command; [`demo`]: the sample events of `outbox dev --demo`.
 //!
 //! **Architecture invariant:** the server only wires. Every capability lives in a library
@@ -18,6 +19,8 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod demo;
+pub mod metrics;
+pub mod ops;
 pub mod revocation;
 pub mod server;
 pub mod sink_routes;

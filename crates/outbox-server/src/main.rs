@@ -27,6 +27,7 @@ fn main() -> ExitCode {
             Command::Dev(args) => commands::dev::run(args).await,
             Command::Serve(args) => commands::serve::run(args).await,
             Command::Migrate(args) => commands::migrate::run(args).await,
+            Command::Doctor(args) => commands::doctor::run(args).await,
             Command::Token(TokenCommand::Issue(args)) => commands::token::issue(args),
             Command::Sinks(SinksCommand::List(args)) => commands::sinks::list(args).await,
             Command::DeadLetters(DeadLettersCommand::List(args)) => commands::sinks::list_dead_letters(args).await,

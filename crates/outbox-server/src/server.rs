@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use crate::app::{App, AppState, app};
 use crate::auth::TokenAuthorizer;
 use crate::config::{Config, Role};
+use crate::ops::Ops;
 use crate::revocation::{Poller, Revocations, migrator};
 use crate::sinks::Sinks;
 
@@ -58,6 +59,7 @@ impl Server {
         if sinks.running() {
             tracing::info!(sinks = ?sinks.ids(), "role sinks: running the sinks");
         }
+        let ops = Ops::start(config, &pool)?;
         let state = AppState {
             pool,
             service,
@@ -66,6 +68,7 @@ impl Server {
             migrator: migrator(),
             sinks: Arc::new(sinks),
             serve_api: config.roles.has(Role::Http),
+            ops,
         };
         Ok(Server { listener, app: app(state), poller: tokio::spawn(poller.run()) })
     }
@@ -85,9 +88,9 @@ impl Server {
     /// cursor, and the leases are released).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let Server { listener, app, poller } = self;
-        let sinks = app.state().sinks.clone();
-        serve(listener, app, shutdown).await;
-        sinks.shutdown().await;
+        serve(listener, app.clone(), shutdown).await;
+        app.state().sinks.shutdown().await;
+        app.state().ops.shutdown().await;
         poller.abort();
     }
 }

@@ -48,6 +48,11 @@ impl Sinks {
         self.specs.iter().map(|spec| spec.sink.id()).collect()
     }
 
+    /// What this process's loop of sink `id` knows, when it runs here.
+    pub fn local_state(&self, id: &str) -> Option<outbox_workers::LocalState> {
+        self.dispatcher.as_ref().and_then(|dispatcher| dispatcher.local_state(id))
+    }
+
     /// The status of every configured sink, in configuration order.
     pub async fn statuses(&self) -> Result<Vec<SinkStatus>> {
         let mut all = Vec::with_capacity(self.specs.len());

@@ -8,6 +8,8 @@
 //! - [`sinks`]: `webhook`, `nats`, `redis`, `jsonl`; [`config`] builds them from `[[sinks]]`.
 //! - [`encoding`]: `json`, `cloudevents`, `protobuf`.
 //! - [`replay()`], [`discard()`], [`sink_status()`]: what the API and CLI operate.
+//! - [`retention`]: the pass that prunes what every durable cursor has passed (SPEC §9).
+//! - [`doctor`]: [`doctor::self_check`], findings an operator can act on (SPEC §9).
 //!
 //! **Architecture invariant:** this crate reads the outbox and records progress
 //! only through `outbox-pg` (never naming `sqlx` itself) and knows nothing of HTTP
@@ -31,9 +33,11 @@ pub mod backoff;
 pub mod clock;
 pub mod config;
 mod dispatcher;
+pub mod doctor;
 pub mod encoding;
 mod error;
 mod replay;
+pub mod retention;
 mod sink;
 pub mod sinks;
 mod state;

@@ -59,6 +59,8 @@ pub struct LocalState {
     pub dead_lettered: u64,
     /// Calls to the sink's `deliver` made by this process.
     pub delivery_calls: u64,
+    /// Of those, the calls that failed.
+    pub failed_calls: u64,
     /// Times this process lost the lease while holding it.
     pub leases_lost: u64,
     /// Progress writes the fence refused because the lease was gone (nothing was written).
@@ -76,6 +78,7 @@ impl Default for LocalState {
             delivered: 0,
             dead_lettered: 0,
             delivery_calls: 0,
+            failed_calls: 0,
             leases_lost: 0,
             fenced_out: 0,
         }

@@ -59,7 +59,9 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
         authorizer: service.authorizer.clone(),
         options: service.options,
         shutdown: service.shutdown_signal(),
+        stats: service.stats.clone(),
     };
+    service.stats.opened();
     let request = ReadRequest::tenant(tenant).types(patterns);
     Ok(sse_response(WatchStream::new(context, grant, registration, request, start)))
 }

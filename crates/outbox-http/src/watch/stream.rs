@@ -36,6 +36,8 @@ pub(crate) struct StreamContext {
     pub(crate) authorizer: Arc<dyn Authorizer>,
     pub(crate) options: WatchOptions,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// Where the events sent are counted.
+    pub(crate) stats: Arc<crate::HttpStats>,
 }
 
 /// One open stream's state.
@@ -165,6 +167,7 @@ impl WatchStream {
     /// after a revocation goes out.
     fn send_pending(&mut self) -> Bytes {
         let mut frame = Vec::with_capacity(self.pending.len() * 512);
+        self.context.stats.sent(self.request.tenant_id.as_deref().unwrap_or(""), self.pending.len() as u64);
         while let Some(event) = self.pending.pop_front() {
             match sse::event(&event) {
                 Ok(block) => frame.extend_from_slice(&block),
@@ -285,6 +288,7 @@ mod tests {
             authorizer: Arc::new(AllowAll),
             options: WatchOptions::default(),
             shutdown,
+            stats: Arc::default(),
         };
         let registration = registry.register(grant.clone());
         let mut stream = WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START);

@@ -1,6 +1,7 @@
 //! One module per command of the `outbox` binary.
 
 pub mod dev;
+pub mod doctor;
 pub mod events;
 pub mod migrate;
 pub mod serve;

@@ -45,7 +45,7 @@ fn log_idle_roles(config: &Config) {
     if config.roles.has(Role::Sinks) && config.sinks.is_empty() {
         tracing::info!("role sinks: no [[sinks]] are configured");
     }
-    for role in [Role::Retention, Role::Subscribers] {
+    for role in [Role::Subscribers] {
         if config.roles.has(role) {
             tracing::debug!(?role, "role has no work in this version yet");
         }

@@ -487,6 +487,7 @@ impl Runner {
     /// Notes a failed delivery call here and reports it for every process to see.
     pub async fn report_error(&self, message: &str) {
         self.note_error(message);
+        self.update(|state| state.failed_calls += 1);
         if let Err(error) = sink_health::record_error(&self.pool, self.sink.id(), message).await {
             tracing::debug!(sink = self.sink.id(), %error, "reporting the error failed");
         }

@@ -5,10 +5,12 @@
 mod bisection;
 mod config;
 mod dispatcher;
+mod doctor;
 mod isolation;
 mod jsonl;
 mod lease_race;
 mod nats;
 mod redis;
+mod retention;
 mod support;
 mod webhook;

@@ -1,0 +1,27 @@
+//! `cargo xtask bench retention`: publishers' and readers' latency without and during a
+//! retention pass on a 1,000,000-row outbox with two sink cursors, side by side in one run.
+//!
+//! PostgreSQL comes up as for the tests; the measurement itself is
+//! `crates/outbox-workers/examples/bench_retention.rs`, run in release mode, so that xtask
+//! does not need the workers crate (and its broker clients).
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::services::{cargo, postgres};
+
+pub fn run(rows: u64) -> anyhow::Result<()> {
+    let postgres = postgres()?;
+    let status = Command::new(cargo())
+        .args(["run", "--release", "--quiet", "-p", "outbox-workers", "--example", "bench_retention", "--"])
+        .arg(rows.to_string())
+        .env("DATABASE_URL", postgres.url())
+        .status()
+        .context("running the retention benchmark")?;
+    drop(postgres);
+    if !status.success() {
+        bail!("the retention benchmark failed ({status})");
+    }
+    Ok(())
+}
