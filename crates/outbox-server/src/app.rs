@@ -161,7 +161,7 @@ async fn readyz(state: &AppState) -> Response<Body> {
     if !status.pending.is_empty() {
         return error_response(ErrorCode::Unavailable, format!("migrations pending: {}", status.pending.join(", ")));
     }
-    if let Some(reason) = state.ops.roles_not_running() {
+    if let Some(reason) = state.ops.roles_not_running().or_else(|| state.sinks.not_running()) {
         return error_response(ErrorCode::Unavailable, reason);
     }
     json_response(StatusCode::OK, &Status { status: "ready" })

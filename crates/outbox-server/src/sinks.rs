@@ -43,6 +43,12 @@ impl Sinks {
         self.dispatcher.is_some()
     }
 
+    /// Why the `sinks` role is not running as it should, if it is not: the loops that ended.
+    pub fn not_running(&self) -> Option<String> {
+        let ended = self.dispatcher.as_ref()?.ended_loops();
+        (!ended.is_empty()).then(|| format!("the loops of sinks {} ended", ended.join(", ")))
+    }
+
     /// The ids of the configured sinks, in configuration order.
     pub fn ids(&self) -> Vec<&str> {
         self.specs.iter().map(|spec| spec.sink.id()).collect()

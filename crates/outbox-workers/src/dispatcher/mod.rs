@@ -244,6 +244,16 @@ impl Dispatcher {
         crate::replay(&self.pool, self.find(sink_id)?.sink.as_ref(), id).await
     }
 
+    /// The ids of the sinks whose loop ended without a shutdown (a panic in a sink, say):
+    /// empty while every loop runs.
+    pub fn ended_loops(&self) -> Vec<&str> {
+        if *self.shutdown.borrow() {
+            return Vec::new();
+        }
+        let tasks = self.tasks.lock();
+        tasks.iter().zip(&self.sinks).filter(|(task, _)| task.is_finished()).map(|(_, r)| r.sink.id()).collect()
+    }
+
     /// Whether sink `id` runs here.
     pub fn runs(&self, id: &str) -> bool {
         self.find(id).is_ok()

@@ -224,3 +224,17 @@ async fn start_refuses_bad_and_duplicate_sinks() {
     let error = Dispatcher::start(db.pool.clone(), fast_config(), big).err().unwrap();
     assert!(error.to_string().contains("sinks[big].batch"), "{error}");
 }
+
+#[tokio::test]
+async fn a_loop_that_ends_without_a_shutdown_is_reported() {
+    let db = db().await;
+    publish_and_read(&db.pool, &numbered(1)).await;
+    let boom = ScriptedSink::new("boom", |_| panic!("a sink that panics"));
+    let fine = ScriptedSink::accepting("fine");
+    let specs = vec![SinkSpec::new(boom), SinkSpec::new(fine)];
+    let dispatcher = Dispatcher::start(db.pool.clone(), fast_config(), specs).unwrap();
+    wait_for("the panicking loop to end", || async { !dispatcher.ended_loops().is_empty() }).await;
+    assert_eq!(dispatcher.ended_loops(), ["boom"]);
+    dispatcher.shutdown().await;
+    assert!(dispatcher.ended_loops().is_empty(), "after a shutdown, ended loops are expected");
+}
