@@ -60,6 +60,7 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
         options: service.options,
         shutdown: service.shutdown_signal(),
         stats: service.stats.clone(),
+        tail: service.tail(),
     };
     service.stats.opened();
     let request = ReadRequest::tenant(tenant).types(patterns);
