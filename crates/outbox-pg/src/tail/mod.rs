@@ -121,6 +121,7 @@ struct Shared {
     started: AtomicBool,
     next_id: AtomicU64,
     reads: AtomicU64,
+    detached: AtomicU64,
 }
 
 struct State {
@@ -145,6 +146,7 @@ impl Tail {
                 started: AtomicBool::new(false),
                 next_id: AtomicU64::new(0),
                 reads: AtomicU64::new(0),
+                detached: AtomicU64::new(0),
             }),
         }
     }
@@ -192,6 +194,12 @@ impl Tail {
     /// How many reads the tail has run (for tests and benchmarks).
     pub fn reads(&self) -> u64 {
         self.shared.reads.load(Ordering::Relaxed)
+    }
+
+    /// How many members the tail let go of because their inbox overflowed (for tests and
+    /// benchmarks).
+    pub fn detached(&self) -> u64 {
+        self.shared.detached.load(Ordering::Relaxed)
     }
 
     /// How far the tail has handed out everything, or `None` while it has no position.
@@ -408,7 +416,8 @@ impl Reader {
         match result {
             Ok(page) => {
                 let events: Vec<Arc<SharedEvent>> = page.events.into_iter().map(SharedEvent::new).collect();
-                hand_out(&mut state.index, &events);
+                let detached = hand_out(&mut state.index, &events);
+                shared.detached.fetch_add(detached, Ordering::Relaxed);
                 state.position = Some(page.complete_through.max(after));
                 shared.publish(state.position);
                 if page.more { Step::Continue } else { Step::Sleep(shared.options.poll) }
@@ -426,8 +435,8 @@ impl Reader {
 }
 
 /// Pushes each row to the members that want it; detaches (and removes) the members whose
-/// inbox overflowed.
-fn hand_out(index: &mut Index, events: &[Arc<SharedEvent>]) {
+/// inbox overflowed, and returns how many.
+fn hand_out(index: &mut Index, events: &[Arc<SharedEvent>]) -> u64 {
     let mut overflowed = Vec::new();
     for event in events {
         index.for_each_match(event, |id, inbox| {
@@ -438,5 +447,6 @@ fn hand_out(index: &mut Index, events: &[Arc<SharedEvent>]) {
     }
     overflowed.sort_unstable();
     overflowed.dedup();
-    overflowed.into_iter().for_each(|id| index.remove(id));
+    overflowed.iter().for_each(|id| index.remove(*id));
+    overflowed.len() as u64
 }
