@@ -129,7 +129,10 @@ impl OutboxService {
         B::Error: Display,
     {
         let (parts, body) = request.into_parts();
-        self.route(&parts, body).await.unwrap_or_else(ApiError::into_response)
+        // Boxed: hyper keeps the allocation of a connection's request future for as long as
+        // the connection lives, so an open stream would hold the largest route's state
+        // (about 5 KiB) for hours; a box is freed as soon as the response is ready.
+        Box::pin(self.route(&parts, body)).await.unwrap_or_else(ApiError::into_response)
     }
 
     /// Ends every open stream (graceful shutdown): each finishes the frame it is sending and
