@@ -65,9 +65,14 @@ impl Subscribers {
         F: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Display + 'static,
     {
-        let start = head(&self.pool).await?;
+        // The tail's position, read before the head, may be further: nothing lies between.
+        let tail_position = self.tail.position();
+        let head = head(&self.pool).await?;
+        let start = tail_position.map_or(head, |position| position.max(head));
         let request = ReadRequest::all().types([pattern.clone()]).limit(READ_LIMIT);
-        let follower = Follower::new(self.pool.clone(), request, start).on_tail(self.tail.clone(), self.buffer);
+        let follower = Follower::new(self.pool.clone(), request, start)
+            .on_tail(self.tail.clone(), self.buffer)
+            .complete_at_start();
         let task = tokio::spawn(run(follower, pattern, handler));
         Ok(Subscription { task })
     }

@@ -70,13 +70,16 @@ struct Clock {
 }
 
 impl WatchStream {
-    /// A stream over `request` (tenant and patterns set) that starts strictly after `start`.
+    /// A stream over `request` (tenant and patterns set) that starts strictly after `start`;
+    /// `complete` when `start` is the head (or the tail's position), which lets the stream
+    /// join the tail without a read of its own.
     pub(crate) fn new(
         context: StreamContext,
         grant: Grant,
         registration: Registration,
         mut request: ReadRequest,
         start: Position,
+        complete: bool,
     ) -> WatchStream {
         let now = Instant::now();
         let options = context.options;
@@ -85,6 +88,9 @@ impl WatchStream {
         let mut follower = Follower::new(context.pool.clone(), request, start).poll_every(options.poll());
         if let Some(tail) = &context.tail {
             follower = follower.on_tail(tail.clone(), options.buffer);
+        }
+        if complete {
+            follower = follower.complete_at_start();
         }
         let clock = Clock {
             deadline: now + options.max_duration(),
@@ -315,7 +321,8 @@ mod tests {
             tail: None,
         };
         let registration = registry.register(grant.clone());
-        let mut stream = WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START);
+        let mut stream =
+            WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START, false);
         assert_eq!(text(stream.next_frame().await), "retry: 2000\n\n");
         // Under the xmin rule the rows may wait for other tests' transactions: read until one arrives.
         let first = tokio::time::timeout(std::time::Duration::from_secs(20), stream.next_frame()).await.unwrap();

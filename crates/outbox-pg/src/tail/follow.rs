@@ -20,8 +20,9 @@
 //! Without a tail ([`Follower::new`] alone) it reads on its own every `poll`, one query per
 //! follower per poll: the per-stream polling the tail replaces, kept as a baseline.
 //!
-//! The first read is always its own, because a position given by a client is not known to
-//! be complete: only a read's `complete_through` (or [`crate::read::head`]) is.
+//! The first read is its own, because a position given by a client is not known to be
+//! complete: only a read's `complete_through`, [`crate::read::head`] or a tail's position
+//! is ([`Follower::complete_at_start`] skips that read for those).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +83,16 @@ impl Follower {
         if self.request.subject.is_none() {
             self.tail = Some((tail, capacity));
         }
+        self
+    }
+
+    /// Declares the start complete for every tenant (no row can ever appear at or before
+    /// it), so the follower may join the tail without a first read of its own: true of
+    /// [`crate::read::head`], of a tail's [`Tail::position`], and of the later of the two.
+    pub fn complete_at_start(mut self) -> Follower {
+        self.bound = self.position;
+        self.more = false;
+        self.settle();
         self
     }
 

@@ -113,9 +113,9 @@ async fn dropping_a_subscription_unsubscribes() {
     assert_eq!(dropped.numbers(), [0], "nothing after the drop");
 }
 
-/// A handler stuck on its first event: its inbox overflows, it leaves the tail, and when it
-/// resumes it catches up with reads of its own: every event once, in order. The other
-/// subscriber is not held back meanwhile.
+/// A handler stuck on its first event: its inbox overflows, it leaves the tail, and it
+/// catches up with reads of its own: every event once, in order. The other subscriber is
+/// not held back meanwhile.
 #[tokio::test]
 async fn a_slow_subscriber_falls_back_to_its_own_reads_and_misses_nothing() {
     let db = db().await;
@@ -145,7 +145,9 @@ async fn a_slow_subscriber_falls_back_to_its_own_reads_and_misses_nothing() {
     }
     wait_for("the fast subscriber has everything while the slow one is stuck", || async { fast.len() == 50 }).await;
     assert!(slow.len() <= 1, "the slow one is stuck in its first event");
-    wait_for("the slow one left the tail", || async { tail.members() == 1 }).await;
+    // Its inbox overflowed: it left the tail (it may have read on its own and joined again
+    // before its handler got stuck; either way nobody waited for it).
+    assert!(tail.detached() >= 1, "the slow one's inbox overflowed");
 
     gate.send_replace(true);
     wait_for("the slow one caught up", || async { slow.len() == 50 }).await;
