@@ -1,4 +1,5 @@
 //! `cargo xtask bench <which>`: throughput measured side by side in one run, printed as ratios.
+//! `publish` is here; `http`, `sinks` and `fanout` have modules of their own.
 //!
 //! `publish` compares, on the same table and interleaved round by round so that the
 //! table's growth and the machine's noise fall on every contender alike:
@@ -40,6 +41,21 @@ pub enum Which {
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
     },
+    /// Live streams on one server: the shared tail against per-stream polling.
+    Fanout,
+    /// The server process `bench fanout` starts (not for direct use).
+    #[command(hide = true)]
+    FanoutServer {
+        /// The PostgreSQL server.
+        #[arg(long)]
+        server_url: String,
+        /// The bench database on it.
+        #[arg(long)]
+        database: String,
+        /// `tail`, `polling` (each stream polls) or `bare` (hyper alone).
+        #[arg(long)]
+        mode: String,
+    },
 }
 
 pub fn run(which: Which) -> anyhow::Result<()> {
@@ -51,6 +67,10 @@ pub fn run(which: Which) -> anyhow::Result<()> {
         Which::Http => return crate::bench_http::run(),
         Which::Sinks => return crate::bench_sinks::run(),
         Which::Retention { rows } => return crate::bench_retention::run(rows),
+        Which::Fanout => return crate::bench_fanout::run(),
+        Which::FanoutServer { server_url, database, mode } => {
+            return crate::bench_fanout::serve(&server_url, &database, crate::bench_fanout::Mode::parse(&mode)?);
+        }
     };
     let server = postgres()?;
     crate::runtime()?.block_on(async {

@@ -3,12 +3,14 @@
 //! - `migrate [--dry-run]`: apply the migrations to `DATABASE_URL`.
 //! - `test [-- <cargo test args>]`: bring up the services the tests need, then run every test.
 //! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the tests.
-//! - `bench publish`: publishing throughput against its physical limits, as ratios.
+//! - `bench publish | http | sinks | fanout`: measurements side by side, as ratios (`fanout`:
+//!   live streams on the shared tail against per-stream polling).
 //! - `bench retention`: publish and read latency without and during a retention pass.
 //! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
 //! - `codegen [--check]`: regenerate the protobuf Rust code from `proto/` (with protox, no protoc).
 
 mod bench;
+mod bench_fanout;
 mod bench_http;
 mod bench_retention;
 mod bench_sinks;

@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 use std::fmt::Display;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -12,6 +12,7 @@ use http_body::Body as HttpBody;
 use outbox_core::{Catalog, ErrorCode};
 use outbox_pg::Publisher;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::tail::Tail;
 use tokio::sync::watch;
 
 use crate::{
@@ -26,8 +27,8 @@ const ROUTES: &[(&str, &str)] = &[("/events", "GET, POST"), ("/watch", "GET"), (
 
 /// The mountable service: `GET`/`POST /events`, `GET /watch`, `GET /event-types`.
 ///
-/// Clones share the pool, the authorizer, the registry of open streams and the shutdown
-/// signal, so a host can hand a clone to each connection.
+/// Clones share the pool, the authorizer, the registry of open streams, the shared tail and
+/// the shutdown signal, so a host can hand a clone to each connection.
 #[derive(Clone)]
 pub struct OutboxService {
     pub(crate) pool: PgPool,
@@ -38,6 +39,7 @@ pub struct OutboxService {
     pub(crate) publisher: Publisher,
     pub(crate) body_limit: usize,
     pub(crate) stats: Arc<HttpStats>,
+    tail: Arc<OnceLock<Tail>>,
     shutdown: Arc<watch::Sender<bool>>,
 }
 
@@ -54,6 +56,7 @@ impl OutboxService {
             publisher: Publisher::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             stats: Arc::default(),
+            tail: Arc::new(OnceLock::new()),
             shutdown: Arc::new(watch::channel(false).0),
         }
     }
@@ -62,6 +65,21 @@ impl OutboxService {
     pub fn with_options(mut self, options: WatchOptions) -> OutboxService {
         self.options = options;
         self
+    }
+
+    /// Feeds live streams from `tail`, the process's shared tail, which in-process subscribers
+    /// may share. Without it the service starts its own tail (polling every `poll_ms`) when
+    /// the first stream opens. Ignored when [`WatchOptions::shared_tail`] is `false`.
+    pub fn with_tail(mut self, tail: Tail) -> OutboxService {
+        self.tail = Arc::new(OnceLock::from(tail));
+        self
+    }
+
+    /// The tail that feeds this service's streams (started on first use), or `None` when
+    /// [`WatchOptions::shared_tail`] is `false` and each stream reads on its own.
+    pub fn tail(&self) -> Option<Tail> {
+        let tail = self.tail.get_or_init(|| Tail::new(self.pool.clone(), self.options.tail()));
+        self.options.shared_tail.then(|| tail.clone())
     }
 
     /// Registers streams in `registry`, which the host's revocation handlers also hold.
@@ -111,7 +129,10 @@ impl OutboxService {
         B::Error: Display,
     {
         let (parts, body) = request.into_parts();
-        self.route(&parts, body).await.unwrap_or_else(ApiError::into_response)
+        // Boxed: hyper keeps the allocation of a connection's request future for as long as
+        // the connection lives, so an open stream would hold the largest route's state
+        // (about 5 KiB) for hours; a box is freed as soon as the response is ready.
+        Box::pin(self.route(&parts, body)).await.unwrap_or_else(ApiError::into_response)
     }
 
     /// Ends every open stream (graceful shutdown): each finishes the frame it is sending and

@@ -5,6 +5,8 @@
 //! - [`read`]: the xmin read, the one way every reader takes rows from the outbox (SPEC §4).
 //! - [`retention`]: which cursors hold the outbox, and the small deletes of retention (SPEC §9).
 //! - [`inspect`]: long transactions, the xmin horizon's age and expired leases, for the doctor.
+//! - [`tail`]: the shared tail, one reader per process for every live consumer, and the
+//!   [`Follower`](tail::Follower) that catches a consumer up and joins it to the tail (SPEC §5.6).
 //! - [`embedded`]: a throwaway or persistent PostgreSQL from the machine's own binaries.
 //! - `testkit` (feature `testkit`): a fresh, migrated database per test.
 //!
@@ -37,6 +39,7 @@ mod publish;
 pub mod read;
 pub mod retention;
 pub mod sink_health;
+pub mod tail;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod xid8;

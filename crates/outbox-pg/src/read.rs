@@ -129,6 +129,24 @@ pub struct ReadPage {
     /// Whether rows after `next_after` were already visible: read again at once.
     /// `false` means the read reached the visible end of the outbox.
     pub more: bool,
+    /// How far the reader now has everything it will ever be given: `next_after` while
+    /// `more`, and at the visible end `(xmin, 0)`, the start of the transactions the read's
+    /// snapshot still waited for (never behind `next_after`). Every row before it has
+    /// committed or never will, so a reader may resume after it (or join a reader that is
+    /// there) without a gap. See [`complete_through`].
+    pub complete_through: Position,
+    /// The xmin of the read's snapshot: every transaction below it had finished, so
+    /// `(snapshot_xmin, 0)` is complete for every tenant, not only the one read.
+    pub snapshot_xmin: u64,
+}
+
+/// How far a read that stopped at `next_after` has everything, given its snapshot's `xmin`:
+/// `next_after` when rows after it were already visible (`more`), else `(xmin, 0)` when that is
+/// further. No row is at `(xmin, 0)` (`seq` starts at 1), and every transaction below `xmin`
+/// had finished when the read ran, so no row can ever appear at or before that position
+/// that the read did not see.
+pub fn complete_through(next_after: Position, more: bool, xmin: u64) -> Position {
+    if more { next_after } else { next_after.max(Position::new(xmin, 0)) }
 }
 
 /// Reads committed events with the xmin rule; see the module documentation.
@@ -180,16 +198,17 @@ pub fn statement(request: &ReadRequest) -> String {
             SELECT txid, seq, topic, payload FROM scan WHERE true {types} {subject}
             ORDER BY txid, seq LIMIT $4
         )
-        SELECT txid, seq, topic, payload, NULL::bigint AS scanned FROM hits
+        SELECT txid, seq, topic, payload, NULL::bigint AS scanned, NULL::xid8 AS xmin FROM hits
         UNION ALL
-        SELECT last.txid, last.seq, NULL, NULL, counted.n
+        SELECT last.txid, last.seq, NULL, NULL, counted.n, pg_snapshot_xmin(pg_current_snapshot())
         FROM (SELECT count(*) AS n FROM scan) counted
         LEFT JOIN LATERAL (SELECT txid, seq FROM scan ORDER BY txid DESC, seq DESC LIMIT 1) last ON true"
     )
 }
 
-/// `(txid, seq, topic, payload, scanned)`: an event, or (with `scanned` set) the scan's last row.
-type Row = (Option<Xid8>, Option<i64>, Option<String>, Option<Json<StoredPayload>>, Option<i64>);
+/// `(txid, seq, topic, payload, scanned, xmin)`: an event, or (with `scanned` set) the scan's
+/// last row and the snapshot's xmin.
+type Row = (Option<Xid8>, Option<i64>, Option<String>, Option<Json<StoredPayload>>, Option<i64>, Option<Xid8>);
 
 /// The `payload` column as the outbox writes it.
 #[derive(Deserialize)]
@@ -207,10 +226,12 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
     let mut events = Vec::with_capacity(rows.len().min(limit + 1));
     let mut last_scanned = None;
     let mut scanned = 0;
-    for (txid, seq, topic, payload, scan_count) in rows {
+    let mut xmin = 0;
+    for (txid, seq, topic, payload, scan_count, snapshot_xmin) in rows {
         match (scan_count, txid, seq) {
             (Some(n), txid, seq) => {
                 scanned = usize::try_from(n).unwrap_or(0);
+                xmin = snapshot_xmin.map_or(0, |x| x.0);
                 last_scanned = txid.zip(seq).map(|(txid, seq)| position(txid, seq));
             }
             (None, Some(txid), Some(seq)) => events.push(event_from_row(position(txid, seq), topic, payload)?),
@@ -225,9 +246,12 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
     if events.len() > limit {
         events.truncate(limit);
         let next_after = events.last().map_or(after, |e| e.sequence);
-        return Ok(ReadPage { events, next_after, more: true });
+        return Ok(ReadPage { events, next_after, more: true, complete_through: next_after, snapshot_xmin: xmin });
     }
-    Ok(ReadPage { events, next_after: last_scanned.unwrap_or(after), more: scanned >= scan_limit })
+    let next_after = last_scanned.unwrap_or(after);
+    let more = scanned >= scan_limit;
+    let complete_through = complete_through(next_after, more, xmin);
+    Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
 }
 
 fn position(txid: Xid8, seq: i64) -> Position {

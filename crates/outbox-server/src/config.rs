@@ -357,6 +357,7 @@ impl Config {
             ("watch.heartbeat_ms", watch.heartbeat_ms),
             ("watch.poll_ms", watch.poll_ms),
             ("watch.batch", watch.batch as u64),
+            ("watch.buffer", watch.buffer as u64),
             ("watch.max_duration_ms", watch.max_duration_ms),
             ("watch.reauthorize_ms", watch.reauthorize_ms),
         ];

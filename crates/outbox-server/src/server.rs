@@ -22,6 +22,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use outbox_http::OutboxService;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::tail::{Tail, TailOptions};
+use outbox_workers::Subscribers;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -40,16 +42,21 @@ pub struct Server {
     listener: TcpListener,
     app: App,
     poller: JoinHandle<()>,
+    subscribers: Option<Subscribers>,
 }
 
 impl Server {
-    /// Builds the authorizer, the outbox service, the revocation poller and the sinks from
-    /// `config` (starting the sinks' loops when the process has the `sinks` role), and binds
+    /// Builds the process's shared tail, the authorizer, the outbox service, the in-process
+    /// subscribers (role `subscribers`), the revocation poller and the sinks from `config`
+    /// (starting the sinks' loops when the process has the `sinks` role), and binds
     /// `config.listen`. The database must be migrated already.
     pub async fn start(config: &Config, pool: PgPool) -> anyhow::Result<Server> {
+        let tail_options = TailOptions { poll: Duration::from_millis(config.watch.poll_ms), ..TailOptions::default() };
+        let tail = Tail::new(pool.clone(), tail_options);
+        let subscribers = config.roles.has(Role::Subscribers).then(|| Subscribers::new(pool.clone(), tail.clone()));
         let revocations = Revocations::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
-        let service = OutboxService::new(pool.clone(), authorizer.clone()).with_options(config.watch);
+        let service = OutboxService::new(pool.clone(), authorizer.clone()).with_options(config.watch).with_tail(tail);
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;
@@ -70,7 +77,13 @@ impl Server {
             serve_api: config.roles.has(Role::Http),
             ops,
         };
-        Ok(Server { listener, app: app(state), poller: tokio::spawn(poller.run()) })
+        Ok(Server { listener, app: app(state), poller: tokio::spawn(poller.run()), subscribers })
+    }
+
+    /// Where in-process subscriptions come from (SPEC §6), fed by the same shared tail as the
+    /// live streams; `None` without the `subscribers` role.
+    pub fn subscribers(&self) -> Option<&Subscribers> {
+        self.subscribers.as_ref()
     }
 
     /// The address the listener is bound to (the port, when `listen` asked for port 0).
@@ -87,7 +100,7 @@ impl Server {
     /// then the sinks' loops (the batch in flight finishes or is abandoned without moving its
     /// cursor, and the leases are released).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let Server { listener, app, poller } = self;
+        let Server { listener, app, poller, subscribers: _ } = self;
         serve(listener, app.clone(), shutdown).await;
         app.state().sinks.shutdown().await;
         app.state().ops.shutdown().await;

@@ -10,6 +10,8 @@
 //! - [`replay()`], [`discard()`], [`sink_status()`]: what the API and CLI operate.
 //! - [`retention`]: the pass that prunes what every durable cursor has passed (SPEC §9).
 //! - [`doctor`]: [`doctor::self_check`], findings an operator can act on (SPEC §9).
+//! - [`Subscribers`]: in-process subscribers fed by the process's shared tail (SPEC §6,
+//!   [`subscribe`](mod@subscribe)).
 //!
 //! **Architecture invariant:** this crate reads the outbox and records progress
 //! only through `outbox-pg` (never naming `sqlx` itself) and knows nothing of HTTP
@@ -41,6 +43,7 @@ pub mod retention;
 mod sink;
 pub mod sinks;
 mod state;
+pub mod subscribe;
 pub mod template;
 
 pub use backoff::{Backoff, BackoffPolicy};
@@ -50,5 +53,6 @@ pub use error::{Error, Result};
 pub use replay::{discard, replay};
 pub use sink::{Sink, SinkError, check_id};
 pub use state::{Activity, LAG_CAP, LocalState, SinkState, SinkStatus, sink_status};
+pub use subscribe::{Subscribers, Subscription};
 
 pub use outbox_core as core;

@@ -23,6 +23,8 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use outbox_core::{ErrorCode, Pattern, Position};
 use outbox_pg::read::ReadRequest;
+use outbox_pg::sqlx::PgPool;
+use outbox_pg::tail::Tail;
 
 pub use options::WatchOptions;
 
@@ -49,9 +51,11 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
     if service.is_shut_down() {
         return Err(ApiError::new(ErrorCode::Unavailable, "the server is shutting down; reconnect"));
     }
+    let tail = service.tail();
+    let from_now = start.is_none();
     let start = match start {
         Some(start) => start,
-        None => outbox_pg::read::head(&service.pool).await.map_err(|e| ApiError::from_pg("finding the head", e))?,
+        None => head(&service.pool, tail.as_ref()).await?,
     };
     let registration = service.registry.register(grant.clone());
     let context = StreamContext {
@@ -60,10 +64,22 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
         options: service.options,
         shutdown: service.shutdown_signal(),
         stats: service.stats.clone(),
+        tail,
     };
     service.stats.opened();
     let request = ReadRequest::tenant(tenant).types(patterns);
-    Ok(sse_response(WatchStream::new(context, grant, registration, request, start)))
+    Ok(sse_response(WatchStream::new(context, grant, registration, request, start, from_now)))
+}
+
+/// Where a stream "from now" starts: the head at open time, or the tail's position when it
+/// is further. Nothing lies between them: the tail's position was read first, and every row
+/// before it was already visible when the head was read, so none of them is after the head.
+/// Both are complete for every tenant, so such a stream joins the tail without a read of
+/// its own.
+async fn head(pool: &PgPool, tail: Option<&Tail>) -> Result<Position, ApiError> {
+    let tail_position = tail.and_then(Tail::position);
+    let head = outbox_pg::read::head(pool).await.map_err(|e| ApiError::from_pg("finding the head", e))?;
+    Ok(tail_position.map_or(head, |position| position.max(head)))
 }
 
 /// Where the stream starts: strictly after `Last-Event-ID` when it is sent and not empty,

@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use outbox_pg::read::MAX_LIMIT;
+use outbox_pg::tail::TailOptions;
 use serde::Deserialize;
 
-/// How a `/watch` stream behaves. Every value is in milliseconds except `batch`.
+/// How a `/watch` stream behaves. Every value is in milliseconds except `batch`, `buffer`
+/// and `shared_tail`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchOptions {
@@ -13,7 +15,7 @@ pub struct WatchOptions {
     pub retry_ms: u64,
     /// How often a `: keep-alive <position>` comment goes out, default 15000.
     pub heartbeat_ms: u64,
-    /// How often an idle stream reads the outbox, default 100.
+    /// How often the shared tail (or, without it, each idle stream) reads the outbox, default 100.
     pub poll_ms: u64,
     /// The most events one read takes, default 500 (at most 1000).
     pub batch: usize,
@@ -23,6 +25,13 @@ pub struct WatchOptions {
     pub reauthorize_ms: u64,
     /// How long the authority may stay unreachable before the stream closes, default 120000.
     pub iam_outage_ms: u64,
+    /// The most events the shared tail holds for a stream that has not sent them yet, default
+    /// 1000; a stream that falls further behind leaves the tail and reads on its own.
+    pub buffer: usize,
+    /// Whether live streams are fed by the process's shared tail (default `true`). `false`
+    /// restores per-stream polling: each stream reads the outbox on its own every `poll_ms`,
+    /// which costs one query per stream per poll (kept as the benchmark's baseline).
+    pub shared_tail: bool,
 }
 
 impl Default for WatchOptions {
@@ -35,13 +44,15 @@ impl Default for WatchOptions {
             max_duration_ms: 3_600_000,
             reauthorize_ms: 60_000,
             iam_outage_ms: 120_000,
+            buffer: 1_000,
+            shared_tail: true,
         }
     }
 }
 
 impl WatchOptions {
-    /// Refuses values a stream cannot run with, naming the option: a zero interval, or a
-    /// `batch` outside 1 to 1000.
+    /// Refuses values a stream cannot run with, naming the option: a zero interval, a
+    /// `batch` outside 1 to 1000, or a zero `buffer`.
     pub fn validate(&self) -> Result<(), String> {
         let intervals = [
             ("heartbeat_ms", self.heartbeat_ms),
@@ -55,12 +66,20 @@ impl WatchOptions {
         if !(1..=MAX_LIMIT).contains(&self.batch) {
             return Err(format!("batch must be 1 to {MAX_LIMIT} (got {})", self.batch));
         }
+        if self.buffer == 0 {
+            return Err("buffer must be at least 1".into());
+        }
         Ok(())
     }
 
     /// The events one read takes, kept within 1 to 1000.
     pub(crate) fn read_limit(&self) -> usize {
         self.batch.clamp(1, MAX_LIMIT)
+    }
+
+    /// How the process's shared tail reads when this service starts its own.
+    pub(crate) fn tail(&self) -> TailOptions {
+        TailOptions { poll: self.poll(), ..TailOptions::default() }
     }
 
     pub(crate) fn heartbeat(&self) -> Duration {
@@ -107,5 +126,7 @@ mod tests {
         assert!(zero_poll.validate().unwrap_err().contains("poll_ms"));
         let big_batch = WatchOptions { batch: 5_000, ..WatchOptions::default() };
         assert!(big_batch.validate().unwrap_err().contains("batch"));
+        let no_buffer = WatchOptions { buffer: 0, ..WatchOptions::default() };
+        assert!(no_buffer.validate().unwrap_err().contains("buffer"));
     }
 }

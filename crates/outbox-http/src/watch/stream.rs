@@ -1,28 +1,30 @@
-//! One live stream: the loop that reads the outbox and turns it into SSE frames.
+//! One live stream: the loop that turns the outbox into SSE frames.
 //!
 //! The stream is pulled, not pushed: the response body asks for its next frame
-//! ([`WatchStream::next_frame`]) when the connection can take it, so a slow
-//! client slows its own reads and nothing piles up in memory beyond one batch.
+//! ([`WatchStream::next_frame`]) when the connection can take it, so a slow client slows
+//! only its own stream. What it sends comes from its [`Follower`]: reads of its own while
+//! it is behind (its tenant inside the query, its patterns as the filter), then the
+//! process's shared tail, whose bounded inbox it drains; a stream too slow for the tail
+//! leaves it and reads on its own again until it catches up (`outbox_pg::tail`). With
+//! `shared_tail = false` it reads on its own every `poll_ms`, as before the tail existed.
 //!
 //! Before every frame, and again between reading the outbox and sending what
 //! was read, the stream checks its revocation signal and the service's
 //! shutdown signal. A revoked stream therefore sends nothing it read after the
 //! revocation: its last frame is `event: error` with `ACCESS_DENIED`.
 //!
-//! Reads use the xmin rule (`outbox_pg::read`) with the stream's tenant inside
-//! the query and its patterns as the filter. The stream keeps two positions:
-//! `scanned`, where the next read starts (it moves past rows the filter
-//! skipped, so a filtered stream never re-reads them), and `delivered`, what
-//! the client has been given everything up to; keep-alive comments carry
-//! `delivered`.
+//! The stream keeps two positions: the follower's, how far it has everything it read or
+//! was handed (it moves past rows the filter skipped), and `delivered`, how far the
+//! client has been given everything; keep-alive comments carry `delivered`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use outbox_core::{ErrorCode, Event, Position};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_core::{ErrorCode, Position};
+use outbox_pg::read::ReadRequest;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::tail::{Follower, SharedEvent, Tail};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until, timeout};
 
@@ -38,6 +40,8 @@ pub(crate) struct StreamContext {
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Where the events sent are counted.
     pub(crate) stats: Arc<crate::HttpStats>,
+    /// The process's shared tail; `None` reads on its own every `poll_ms`.
+    pub(crate) tail: Option<Tail>,
 }
 
 /// One open stream's state.
@@ -45,11 +49,13 @@ pub(crate) struct WatchStream {
     context: StreamContext,
     grant: Grant,
     registration: Registration,
-    request: ReadRequest,
-    pending: VecDeque<Event>,
+    /// The tenant whose events the stream sends (counted in the service's statistics).
+    tenant: String,
+    follower: Follower,
+    pending: VecDeque<Arc<SharedEvent>>,
+    /// The follower's position once `pending` is sent.
     scanned: Position,
     delivered: Position,
-    more: bool,
     opened: bool,
     done: bool,
     outage_since: Option<Instant>,
@@ -59,27 +65,35 @@ pub(crate) struct WatchStream {
 /// When each periodic duty is next due.
 struct Clock {
     deadline: Instant,
-    next_poll: Instant,
     next_heartbeat: Instant,
     next_reauthorize: Instant,
 }
 
 impl WatchStream {
-    /// A stream over `request` (tenant and patterns set) that starts strictly after `start`.
+    /// A stream over `request` (tenant and patterns set) that starts strictly after `start`;
+    /// `complete` when `start` is the head (or the tail's position), which lets the stream
+    /// join the tail without a read of its own.
     pub(crate) fn new(
         context: StreamContext,
         grant: Grant,
         registration: Registration,
         mut request: ReadRequest,
         start: Position,
+        complete: bool,
     ) -> WatchStream {
         let now = Instant::now();
         let options = context.options;
         request.limit = options.read_limit();
-        request.after = Some(start);
+        let tenant = request.tenant_id.clone().unwrap_or_default();
+        let mut follower = Follower::new(context.pool.clone(), request, start).poll_every(options.poll());
+        if let Some(tail) = &context.tail {
+            follower = follower.on_tail(tail.clone(), options.buffer);
+        }
+        if complete {
+            follower = follower.complete_at_start();
+        }
         let clock = Clock {
             deadline: now + options.max_duration(),
-            next_poll: now,
             next_heartbeat: now + options.heartbeat(),
             next_reauthorize: now + options.reauthorize(),
         };
@@ -87,11 +101,11 @@ impl WatchStream {
             context,
             grant,
             registration,
-            request,
+            tenant,
+            follower,
             pending: VecDeque::new(),
             scanned: start,
             delivered: start,
-            more: false,
             opened: false,
             done: false,
             outage_since: None,
@@ -122,10 +136,13 @@ impl WatchStream {
             if !self.pending.is_empty() {
                 return Some(self.send_pending());
             }
-            if self.more || Instant::now() >= self.clock.next_poll {
-                if let Some(last) = self.poll().await {
+            if self.follower.read_due() {
+                if let Some(last) = self.read().await {
                     return self.end(Some(last));
                 }
+                continue;
+            }
+            if self.take() {
                 continue;
             }
             self.wait().await;
@@ -149,6 +166,8 @@ impl WatchStream {
         }
         if now >= self.clock.next_heartbeat {
             self.clock.next_heartbeat = now + self.context.options.heartbeat();
+            // Catch up with the tail first, so that the keep-alive carries its position.
+            self.take();
             return Some(Some(sse::keep_alive(self.delivered)));
         }
         None
@@ -164,15 +183,16 @@ impl WatchStream {
     /// One frame holding every event read and not yet sent, which the client now has: a
     /// frame per batch rather than per event keeps the body's per-frame work off the hot path.
     /// The revocation check in [`Self::due_frame`] runs right before it, so nothing read
-    /// after a revocation goes out.
+    /// after a revocation goes out. Each event's block is encoded once for every stream
+    /// that sends it.
     fn send_pending(&mut self) -> Bytes {
         let mut frame = Vec::with_capacity(self.pending.len() * 512);
-        self.context.stats.sent(self.request.tenant_id.as_deref().unwrap_or(""), self.pending.len() as u64);
+        self.context.stats.sent(&self.tenant, self.pending.len() as u64);
         while let Some(event) = self.pending.pop_front() {
-            match sse::event(&event) {
-                Ok(block) => frame.extend_from_slice(&block),
-                Err(error) => {
-                    tracing::error!(error = %error, position = %event.sequence, "serializing an event for /watch");
+            match event.encoded(|event| sse::event(event).map(Vec::from).ok()) {
+                Some(block) => frame.extend_from_slice(block),
+                None => {
+                    tracing::error!(position = %event.sequence, "serializing an event for /watch failed");
                     frame.extend_from_slice(&sse::failure("the stream failed"));
                     self.end(None);
                     return Bytes::from(frame);
@@ -183,24 +203,31 @@ impl WatchStream {
         Bytes::from(frame)
     }
 
-    /// Reads the next batch after `scanned`. A failure is logged and answered with the
+    /// Takes what the tail handed this stream; `true` when there are events to send.
+    fn take(&mut self) -> bool {
+        let events = self.follower.take();
+        self.scanned = self.follower.position();
+        if self.pending.is_empty() && events.is_empty() {
+            self.delivered = self.scanned;
+        }
+        self.pending.extend(events);
+        !self.pending.is_empty()
+    }
+
+    /// Reads the next batch on the stream's own. A failure is logged and answered with the
     /// `event: error` frame that ends the stream; the client resumes from its last id.
-    async fn poll(&mut self) -> Option<Bytes> {
-        self.request.after = Some(self.scanned);
-        let result = read(&self.context.pool, &self.request).await;
-        self.clock.next_poll = Instant::now() + self.context.options.poll();
-        match result {
-            Ok(page) => {
-                self.scanned = page.next_after;
-                self.more = page.more;
-                if page.events.is_empty() {
+    async fn read(&mut self) -> Option<Bytes> {
+        match self.follower.read().await {
+            Ok(events) => {
+                self.scanned = self.follower.position();
+                if self.pending.is_empty() && events.is_empty() {
                     self.delivered = self.scanned;
                 }
-                self.pending.extend(page.events);
+                self.pending.extend(events);
                 None
             }
             Err(error) => {
-                tracing::warn!(error = %error, tenant = ?self.request.tenant_id, "reading the outbox for /watch failed");
+                tracing::warn!(error = %error, tenant = %self.grant.tenant_id, "reading the outbox for /watch failed");
                 Some(sse::failure("reading the outbox failed; reconnect to resume"))
             }
         }
@@ -235,11 +262,13 @@ impl WatchStream {
         Some(sse::refusal(ErrorCode::Unavailable, message))
     }
 
-    /// Sleeps until the next duty is due, the stream is revoked, or the service shuts down.
+    /// Sleeps until the follower has something, the next duty is due, the stream is revoked,
+    /// or the service shuts down.
     async fn wait(&mut self) {
         let clock = &self.clock;
-        let wake = clock.deadline.min(clock.next_poll).min(clock.next_heartbeat).min(clock.next_reauthorize);
+        let wake = clock.deadline.min(clock.next_heartbeat).min(clock.next_reauthorize);
         tokio::select! {
+            () = self.follower.ready() => {}
             () = sleep_until(wake) => {}
             () = self.registration.changed() => {}
             _ = self.context.shutdown.changed() => {}
@@ -289,9 +318,11 @@ mod tests {
             options: WatchOptions::default(),
             shutdown,
             stats: Arc::default(),
+            tail: None,
         };
         let registration = registry.register(grant.clone());
-        let mut stream = WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START);
+        let mut stream =
+            WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START, false);
         assert_eq!(text(stream.next_frame().await), "retry: 2000\n\n");
         // Under the xmin rule the rows may wait for other tests' transactions: read until one arrives.
         let first = tokio::time::timeout(std::time::Duration::from_secs(20), stream.next_frame()).await.unwrap();
@@ -304,7 +335,7 @@ mod tests {
         let mut poll = tokio::time::interval(std::time::Duration::from_millis(20));
         while stream.pending.is_empty() {
             assert!(std::time::Instant::now() < deadline, "the second batch never became visible");
-            assert!(stream.poll().await.is_none());
+            assert!(stream.read().await.is_none());
             poll.tick().await;
         }
         assert_eq!(registry.close_where(&Selector::Session("s1".into()), "signed out"), 1);

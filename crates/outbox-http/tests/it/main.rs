@@ -2,6 +2,7 @@
 //! hyper server on loopback, through a real HTTP client.
 
 mod catalog;
+mod fanout;
 mod history;
 mod isolation;
 mod publishing;

@@ -8,3 +8,4 @@ mod migrate;
 mod publish;
 mod read;
 mod support;
+mod tail;

@@ -40,14 +40,9 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .context("connecting to the database")
 }
 
-/// The roles whose workers do not exist yet say so, instead of silently doing nothing.
+/// A role with nothing to do says so, instead of silently doing nothing.
 fn log_idle_roles(config: &Config) {
     if config.roles.has(Role::Sinks) && config.sinks.is_empty() {
         tracing::info!("role sinks: no [[sinks]] are configured");
-    }
-    for role in [Role::Subscribers] {
-        if config.roles.has(role) {
-            tracing::debug!(?role, "role has no work in this version yet");
-        }
     }
 }

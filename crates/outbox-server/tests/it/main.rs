@@ -4,4 +4,5 @@ mod auth;
 mod ops;
 mod revocation;
 mod routes;
+mod subscribers;
 mod support;

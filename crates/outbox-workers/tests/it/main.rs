@@ -12,5 +12,6 @@ mod lease_race;
 mod nats;
 mod redis;
 mod retention;
+mod subscribers;
 mod support;
 mod webhook;

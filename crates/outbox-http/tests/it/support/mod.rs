@@ -234,6 +234,12 @@ impl SseStream {
         within("the stream to say something", self.next_item()).await
     }
 
+    /// The next item if one comes within `limit` (`Err` otherwise), `None` at the end.
+    /// Cancel safe: an item half read stays for the next call.
+    pub async fn next_within(&mut self, limit: Duration) -> Result<Option<SseItem>, tokio::time::error::Elapsed> {
+        tokio::time::timeout(limit, self.next_item()).await
+    }
+
     async fn next_item(&mut self) -> Option<SseItem> {
         loop {
             if let Some(item) = self.ready.pop_front() {

@@ -1,0 +1,141 @@
+//! The shared tail and its followers (SPEC §5.6), without HTTP: followers that start at
+//! random moments and positions, with tiny inboxes, while a writer publishes with slow and
+//! rolled-back transactions, each get exactly their matching events, once, in order, and
+//! their positions pass the last row even when their filter matched nothing near it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use outbox_core::{Event, NewEvent, Pattern, Position};
+use outbox_pg::read::{ReadRequest, head, read};
+use outbox_pg::tail::{Follower, Tail, TailOptions};
+use outbox_pg::testkit::TestDb;
+use rand::Rng;
+use serde_json::json;
+use tokio::sync::watch;
+
+const TENANTS: [&str; 3] = ["acme", "globex", "initech"];
+const TYPES: [&str; 3] = ["node.joined", "node.left", "pool.resized"];
+
+async fn writer(pool: sqlx::PgPool, stop: Arc<AtomicBool>) {
+    let mut n = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let (tenant, size, hold, roll_back) = {
+            let mut rng = rand::rng();
+            (rng.random_range(0..3), rng.random_range(1..=4), rng.random_bool(0.1), rng.random_bool(0.15))
+        };
+        let batch: Vec<NewEvent> = (0..size)
+            .map(|k| {
+                n += 1;
+                NewEvent::new(TYPES[(n + k) % 3], TENANTS[tenant], "node/n1", json!({"n": n, "rolledBack": roll_back}))
+            })
+            .collect();
+        let mut tx = pool.begin().await.expect("begin");
+        outbox_pg::publish_many(&mut *tx, &batch).await.expect("publish");
+        if hold {
+            tokio::time::sleep(Duration::from_millis(30)).await; // a slow transaction, still open
+        }
+        if roll_back {
+            tx.rollback().await.expect("rollback");
+        } else {
+            tx.commit().await.expect("commit");
+        }
+    }
+}
+
+/// Follows until its position reaches `target`, as a stream or subscriber does.
+async fn follow(mut follower: Follower, mut target: watch::Receiver<Option<Position>>) -> (Vec<Event>, Position) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut received = Vec::new();
+    loop {
+        let done = *target.borrow_and_update();
+        if done.is_some_and(|done| follower.position() >= done) {
+            return (received, follower.position());
+        }
+        assert!(Instant::now() < deadline, "a follower never reached {done:?}: {follower:?}");
+        if follower.read_due() {
+            received.extend(follower.read().await.expect("read").iter().map(|e| e.event().clone()));
+            continue;
+        }
+        let taken = follower.take();
+        if !taken.is_empty() {
+            received.extend(taken.iter().map(|e| e.event().clone()));
+            continue;
+        }
+        // A live follower's position follows the tail's only when it takes: look again now
+        // and then, as a stream does before each keep-alive.
+        tokio::select! {
+            () = follower.ready() => {}
+            _ = target.changed() => {}
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+}
+
+async fn everything(pool: &sqlx::PgPool, request: &ReadRequest, after: Position) -> Vec<Event> {
+    let mut request = request.clone().limit(1_000).after(after);
+    let mut all = Vec::new();
+    loop {
+        let page = read(pool, &request).await.expect("read");
+        all.extend(page.events);
+        request.after = Some(page.next_after);
+        if !page.more {
+            return all;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn followers_get_exactly_their_events_from_any_start() {
+    let db = TestDb::new().await;
+    let tail = Tail::new(db.pool.clone(), TailOptions { poll: Duration::from_millis(5), batch: 7 });
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing = tokio::spawn(writer(db.pool.clone(), stop.clone()));
+    let (set_target, target) = watch::channel(None);
+    let mut followers = Vec::new();
+    for _ in 0..40 {
+        let (tenant, pattern, capacity, from_start) = {
+            let mut rng = rand::rng();
+            let pattern = ["*", "node.*", "pool.resized", "*.left"][rng.random_range(0..4)];
+            (rng.random_range(0..4), pattern, rng.random_range(1..8), rng.random_bool(0.3))
+        };
+        let mut request = ReadRequest::all().types([Pattern::parse(pattern).unwrap()]).limit(5);
+        if tenant < 3 {
+            request.tenant_id = Some(TENANTS[tenant].to_owned());
+        }
+        let start = if from_start { Position::START } else { head(&db.pool).await.expect("head") };
+        let follower = Follower::new(db.pool.clone(), request.clone(), start).on_tail(tail.clone(), capacity);
+        followers.push((request, start, tokio::spawn(follow(follower, target.clone()))));
+        tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..40))).await; // join at random moments
+    }
+    stop.store(true, Ordering::SeqCst);
+    writing.await.expect("the writer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let last = loop {
+        assert!(Instant::now() < deadline, "the committed rows never became visible");
+        // Wait until every committed row is visible (other tests' transactions hold xmin back).
+        let newest: Option<(String, i64)> =
+            sqlx::query_as("SELECT txid::text, seq FROM outbox ORDER BY txid DESC, seq DESC LIMIT 1")
+                .fetch_optional(&db.pool)
+                .await
+                .expect("the newest row");
+        let newest = newest.map(|(txid, seq)| Position::new(txid.parse().unwrap(), seq as u64));
+        let visible = head(&db.pool).await.expect("head");
+        if newest.is_some_and(|newest| visible >= newest) {
+            break visible;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    set_target.send_replace(Some(last));
+
+    for (request, start, handle) in followers {
+        let (received, position) = handle.await.expect("a follower");
+        let expected = everything(&db.pool, &request, start).await;
+        let ids = |events: &[Event]| events.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&received), ids(&expected), "{:?} {:?} from {start}", request.tenant_id, request.patterns);
+        assert!(received.iter().all(|e| e.data["rolledBack"] == false));
+        assert!(position >= last, "the position passes the last row, matching or not");
+    }
+    assert!(tail.detached() > 0, "some tiny inbox overflowed and its follower fell back to its own reads");
+}
