@@ -24,6 +24,12 @@ pub trait TailPolls: Send + Sync {
     fn polls(&self) -> (u64, Duration);
 }
 
+impl TailPolls for outbox_pg::tail::Tail {
+    fn polls(&self) -> (u64, Duration) {
+        (self.reads(), self.read_time())
+    }
+}
+
 /// The operational parts of a server process.
 pub struct Ops {
     /// This process's retention loop, when it has the `retention` role.

@@ -56,7 +56,8 @@ impl Server {
         let subscribers = config.roles.has(Role::Subscribers).then(|| Subscribers::new(pool.clone(), tail.clone()));
         let revocations = Revocations::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
-        let service = OutboxService::new(pool.clone(), authorizer.clone()).with_options(config.watch).with_tail(tail);
+        let service =
+            OutboxService::new(pool.clone(), authorizer.clone()).with_options(config.watch).with_tail(tail.clone());
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;
@@ -66,7 +67,8 @@ impl Server {
         if sinks.running() {
             tracing::info!(sinks = ?sinks.ids(), "role sinks: running the sinks");
         }
-        let ops = Ops::start(config, &pool)?;
+        let mut ops = Ops::start(config, &pool)?;
+        ops.tail = Some(Arc::new(tail));
         let state = AppState {
             pool,
             service,

@@ -121,6 +121,8 @@ struct Shared {
     started: AtomicBool,
     next_id: AtomicU64,
     reads: AtomicU64,
+    /// The time those reads took, in microseconds.
+    read_micros: AtomicU64,
     detached: AtomicU64,
 }
 
@@ -146,6 +148,7 @@ impl Tail {
                 started: AtomicBool::new(false),
                 next_id: AtomicU64::new(0),
                 reads: AtomicU64::new(0),
+                read_micros: AtomicU64::new(0),
                 detached: AtomicU64::new(0),
             }),
         }
@@ -194,6 +197,11 @@ impl Tail {
     /// How many reads the tail has run (for tests and benchmarks).
     pub fn reads(&self) -> u64 {
         self.shared.reads.load(Ordering::Relaxed)
+    }
+
+    /// How long the tail's reads took, all together (the poll duration of `GET /metrics`).
+    pub fn read_time(&self) -> Duration {
+        Duration::from_micros(self.shared.read_micros.load(Ordering::Relaxed))
     }
 
     /// How many members the tail let go of because their inbox overflowed (for tests and
@@ -407,7 +415,10 @@ impl Reader {
             }
         };
         let request = ReadRequest::all().after(after).limit(shared.options.batch);
+        let started = std::time::Instant::now();
         let result = read(&shared.pool, &request).await;
+        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        shared.read_micros.fetch_add(took, Ordering::Relaxed);
         shared.reads.fetch_add(1, Ordering::Relaxed);
         let mut state = shared.lock_state();
         if state.generation != generation {

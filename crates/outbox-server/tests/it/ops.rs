@@ -154,6 +154,7 @@ async fn metrics_parse_and_move_when_events_flow() {
     assert!(value(&before, "outbox_xmin_horizon_age_seconds", &[]).is_some());
     assert_eq!(value(&before, "outbox_metrics_database_up", &[]), Some(1.0));
     assert!(value(&before, "outbox_retention_passes_total", &[]).is_some(), "role all runs retention");
+    assert_eq!(value(&before, "outbox_tail_poll_duration_seconds_count", &[]), Some(0.0), "no stream, no poll");
 
     let reader = token("acme", "events:read", None);
     let mut stream = watch(server.addr, "/watch?cursor=0.0", Some(&reader)).await.expect("a stream");
@@ -166,6 +167,20 @@ async fn metrics_parse_and_move_when_events_flow() {
     assert_eq!(value(&after, "outbox_streams_opened_total", &[]), Some(1.0));
     assert_eq!(value(&after, "outbox_events_sent_total", &[("tenant_class", "enterprise")]), Some(3.0));
     assert_eq!(value(&after, "outbox_list_requests_total", &[]), Some(1.0));
+
+    // The open stream is on the shared tail, which polls for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = scrape(&server).await;
+        let polls = value(&now, "outbox_tail_poll_duration_seconds_count", &[]).unwrap_or_default();
+        if polls > 0.0 {
+            assert!(value(&now, "outbox_tail_poll_duration_seconds_sum", &[]).is_some_and(|sum| sum > 0.0));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the tail never polled for the open stream");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(stream);
 }
 
 /// A list cursor and a `Last-Event-ID` older than what retention pruned continue with the
