@@ -149,12 +149,17 @@ impl WatchStream {
         }
     }
 
-    /// A frame that must go out (or the end) before anything else: the opening `retry:`, the
+    /// A frame that must go out (or the end) before anything else: the opening `retry:` with a
+    /// keep-alive at the start position, the
     /// end of a revoked, shut down or expired stream, or a due keep-alive.
     fn due_frame(&mut self) -> Option<Option<Bytes>> {
         if !self.opened {
+            // The position at once, so that a client that reconnects before the first event
+            // or keep-alive resumes from here rather than from a later head.
             self.opened = true;
-            return Some(Some(sse::retry(self.context.options.retry_ms)));
+            let mut opening = sse::retry(self.context.options.retry_ms).to_vec();
+            opening.extend_from_slice(&sse::keep_alive(self.delivered));
+            return Some(Some(Bytes::from(opening)));
         }
         if let Some(reason) = self.registration.revocation() {
             return Some(self.end(Some(sse::refusal(ErrorCode::AccessDenied, &reason))));
@@ -323,7 +328,7 @@ mod tests {
         let registration = registry.register(grant.clone());
         let mut stream =
             WatchStream::new(context, grant, registration, ReadRequest::tenant("acme"), Position::START, false);
-        assert_eq!(text(stream.next_frame().await), "retry: 2000\n\n");
+        assert_eq!(text(stream.next_frame().await), "retry: 2000\n\n: keep-alive 0.0\n\n");
         // Under the xmin rule the rows may wait for other tests' transactions: read until one arrives.
         let first = tokio::time::timeout(std::time::Duration::from_secs(20), stream.next_frame()).await.unwrap();
         let first = text(first);

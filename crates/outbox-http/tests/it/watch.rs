@@ -19,6 +19,7 @@ async fn opens_with_every_header_and_retry_then_sends_event_blocks() {
     assert_eq!(stream.headers["cache-control"], "no-cache, no-transform");
     assert_eq!(stream.headers["x-accel-buffering"], "no");
     assert_eq!(stream.next().await, Some(SseItem::Retry(2000)));
+    assert_eq!(stream.next().await, Some(SseItem::Comment(format!("keep-alive {}", Position::START))));
 
     server.publish(&events("reservation.active", "acme", 0, 3)).await;
     let Some(SseItem::Event { id, event: kind, data }) = stream.next().await else { panic!("an event block") };
@@ -154,4 +155,27 @@ async fn the_service_is_a_tower_service() {
     assert_eq!(response.status(), 200);
     let body = response.into_body().collect().await.unwrap().to_bytes();
     assert!(body.starts_with(br#"{"items":["#));
+}
+
+#[tokio::test]
+async fn a_stream_says_where_it_starts_at_once() {
+    let server = TestServer::start().await;
+    server.publish(&events("node.joined", "acme", 0, 3)).await;
+    let newest = server.get("/events", Some("acme:read")).await.events().last().unwrap().sequence;
+    for (query, at_least) in [("", newest), ("?cursor=0.0", Position::START)] {
+        let mut stream = server.watch(query, "acme:read", &[]).await;
+        assert_eq!(stream.next().await, Some(SseItem::Retry(2000)));
+        match stream.next().await {
+            Some(SseItem::Comment(comment)) => {
+                let position = Position::parse(comment.strip_prefix("keep-alive ").unwrap()).unwrap();
+                assert!(position >= at_least, "{query:?}: starts at {position}, before {at_least}");
+                if query.is_empty() {
+                    assert!(position >= newest, "from now starts at the head");
+                } else {
+                    assert_eq!(position, Position::START, "from a cursor starts at the cursor");
+                }
+            }
+            other => panic!("{query:?}: a keep-alive right after retry expected, got {other:?}"),
+        }
+    }
 }
