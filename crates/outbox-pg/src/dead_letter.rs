@@ -30,7 +30,7 @@
 
 use std::time::Duration;
 
-use outbox_core::{Event, Position};
+use outbox_core::{Event, Position, millis};
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgExecutor};
 use time::OffsetDateTime;
@@ -38,8 +38,10 @@ use time::OffsetDateTime;
 use crate::lease::Fenced;
 use crate::{Result, Xid8};
 
-/// A dead letter as stored.
-#[derive(Debug, Clone, PartialEq)]
+/// A dead letter as stored; it serializes as the API and the CLI show it (camelCase, times
+/// in RFC 3339 UTC with milliseconds, `replayedAt` only once replayed).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeadLetter {
     /// Its id, unique across sinks.
     pub id: i64,
@@ -54,10 +56,13 @@ pub struct DeadLetter {
     /// How many delivery attempts of this event failed.
     pub attempts: u32,
     /// When the first attempt failed, by the database clock.
+    #[serde(with = "millis")]
     pub first_failed_at: OffsetDateTime,
     /// When the last attempt failed (and the letter was written), by the database clock.
+    #[serde(with = "millis")]
     pub last_failed_at: OffsetDateTime,
     /// When a replay delivered it, if one did.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_millis")]
     pub replayed_at: Option<OffsetDateTime>,
 }
 
@@ -196,4 +201,11 @@ pub async fn count_pending<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(Str
     .fetch_all(executor)
     .await?;
     Ok(rows.into_iter().map(|(sink, n)| (sink, u64::try_from(n).unwrap_or(0))).collect())
+}
+
+fn optional_millis<S: serde::Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
+    match time {
+        Some(time) => serializer.serialize_str(&millis::format(*time)),
+        None => serializer.serialize_none(),
+    }
 }

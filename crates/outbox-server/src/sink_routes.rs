@@ -19,7 +19,8 @@ use outbox_workers::{Error, SinkStatus};
 use serde::Serialize;
 
 use crate::app::{AppState, authorize_admin, method_not_allowed};
-use crate::sinks::{DeadLetterView, MAX_PAGE};
+use crate::sinks::MAX_PAGE;
+use outbox_pg::dead_letter::DeadLetter;
 
 /// The default page of dead letters.
 const DEFAULT_PAGE: u32 = 100;
@@ -65,7 +66,7 @@ pub async fn handle(state: &AppState, request: &Parts) -> Response<Body> {
             match sinks.dead_letters(id, page.after, page.limit, page.replayed).await {
                 Ok((items, more)) => {
                     let cursor = more.then(|| items.last().map(|letter| letter.id.to_string())).flatten();
-                    json_response(StatusCode::OK, &Items::<DeadLetterView> { items, cursor })
+                    json_response(StatusCode::OK, &Items::<DeadLetter> { items, cursor })
                 }
                 Err(error) => refusal(&error),
             }

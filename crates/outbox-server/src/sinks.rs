@@ -8,13 +8,10 @@
 
 use std::sync::Arc;
 
-use outbox_core::{Event, Position, millis};
 use outbox_pg::dead_letter::{self, DeadLetter, ListRequest};
 use outbox_pg::sqlx::PgPool;
 use outbox_workers::config::{SinkConfig, build_spec};
 use outbox_workers::{Dispatcher, DispatcherConfig, Error, Result, SinkSpec, SinkStatus, sink_status};
-use serde::Serialize;
-use time::OffsetDateTime;
 
 /// The most dead letters one page lists.
 pub const MAX_PAGE: u32 = 1000;
@@ -86,14 +83,14 @@ impl Sinks {
         after: Option<i64>,
         limit: u32,
         include_replayed: bool,
-    ) -> Result<(Vec<DeadLetterView>, bool)> {
+    ) -> Result<(Vec<DeadLetter>, bool)> {
         self.find(id)?;
         let limit = limit.clamp(1, MAX_PAGE);
         let request = ListRequest { sink: Some(id.to_owned()), include_replayed, after_id: after, limit: limit + 1 };
         let mut letters = dead_letter::list(&self.pool, &request).await?;
         let more = letters.len() > limit as usize;
         letters.truncate(limit as usize);
-        Ok((letters.into_iter().map(DeadLetterView::from).collect(), more))
+        Ok((letters, more))
     }
 
     /// Delivers dead letter `letter` of sink `id` again and marks it replayed.
@@ -122,53 +119,3 @@ impl Sinks {
 
 /// A shared handle, as the routes and the server keep it.
 pub type SharedSinks = Arc<Sinks>;
-
-/// A dead letter as the API and the CLI show it (camelCase, times in milliseconds).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeadLetterView {
-    /// Its id.
-    pub id: i64,
-    /// The sink that refused it.
-    pub sink: String,
-    /// The event's position.
-    pub position: Position,
-    /// The event.
-    pub event: Event,
-    /// The last refusal.
-    pub error: String,
-    /// Failed attempts.
-    pub attempts: u32,
-    /// When the first attempt failed.
-    #[serde(with = "millis")]
-    pub first_failed_at: OffsetDateTime,
-    /// When the last attempt failed.
-    #[serde(with = "millis")]
-    pub last_failed_at: OffsetDateTime,
-    /// When a replay delivered it.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_millis")]
-    pub replayed_at: Option<OffsetDateTime>,
-}
-
-impl From<DeadLetter> for DeadLetterView {
-    fn from(letter: DeadLetter) -> DeadLetterView {
-        DeadLetterView {
-            id: letter.id,
-            sink: letter.sink,
-            position: letter.position,
-            event: letter.event,
-            error: letter.error,
-            attempts: letter.attempts,
-            first_failed_at: letter.first_failed_at,
-            last_failed_at: letter.last_failed_at,
-            replayed_at: letter.replayed_at,
-        }
-    }
-}
-
-fn optional_millis<S: serde::Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
-    match time {
-        Some(time) => serializer.serialize_str(&millis::format(*time)),
-        None => serializer.serialize_none(),
-    }
-}

@@ -8,8 +8,9 @@ use outbox_workers::SinkStatus;
 
 use crate::cli::{DeadLettersActArgs, DeadLettersListArgs, Format, SinksListArgs};
 use crate::config::{Config, ConfigError, Overrides};
-use crate::sinks::{DeadLetterView, MAX_PAGE, Sinks};
+use crate::sinks::{MAX_PAGE, Sinks};
 use crate::terminal::{json_line, print_table, terminal_safe as escape};
+use outbox_pg::dead_letter::DeadLetter;
 
 /// `outbox sinks list`.
 pub async fn list(args: SinksListArgs) -> anyhow::Result<()> {
@@ -67,7 +68,7 @@ pub async fn list_dead_letters(args: DeadLettersListArgs) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn letter_row(letter: &DeadLetterView) -> Vec<String> {
+fn letter_row(letter: &DeadLetter) -> Vec<String> {
     vec![
         letter.id.to_string(),
         letter.position.to_string(),
