@@ -15,6 +15,7 @@ use http_body_util::{BodyExt, Full};
 use outbox_core::{Event, NewEvent, Position};
 use outbox_e2e::client::{get, post, request};
 use outbox_e2e::services::{nats_url, redis_url};
+use outbox_e2e::wait::until as wait_for;
 use outbox_pg::read::{ReadRequest, read};
 use outbox_pg::testkit::TestDb;
 use serde_json::{Value, json};
@@ -91,15 +92,6 @@ fn serve(db: &TestDb, roles: &str, config: &ConfigFile) -> (Process, SocketAddr)
 
 async fn cursor_of(db: &TestDb, sink: &str) -> Option<Position> {
     outbox_pg::cursor::load(&db.pool, "outbox", &format!("sink:{sink}")).await.unwrap()
-}
-
-/// Polls `check` every 20 ms until it holds, failing after `within`.
-async fn wait_for<F: Future<Output = bool>>(what: &str, within: Duration, mut check: impl FnMut() -> F) {
-    let deadline = Instant::now() + within;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Runs sink `id` of `config` in a server process until it has delivered at least `batch`

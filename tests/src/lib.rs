@@ -3,6 +3,26 @@
 //! also read a Server-Sent-Events stream frame by frame, and the addresses of the real
 //! brokers the sink tests need.
 
+pub mod wait {
+    //! Waiting for a condition with a deadline, never for a fixed time.
+
+    use std::future::Future;
+    use std::time::{Duration, Instant};
+
+    /// Polls `check` every 10 ms until it holds; panics naming `what` after `within`.
+    pub async fn until<F, Fut>(what: &str, within: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let deadline = Instant::now() + within;
+        while !check().await {
+            assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
 pub mod services {
     //! The real NATS and Redis servers the tests use. A test that needs one that does not
     //! answer panics naming it: a broker test never passes without its broker.

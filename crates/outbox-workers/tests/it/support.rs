@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use outbox_core::{Event, NewEvent, Position};
@@ -62,17 +62,13 @@ pub async fn cursor_of(pool: &PgPool, id: &str) -> Option<Position> {
     cursor::load(pool, OUTBOX_STREAM, &sink_name(id)).await.expect("load cursor")
 }
 
-/// Polls `condition` every 10 ms until it holds; panics naming `what` after [`DEADLINE`].
-pub async fn wait_for<F, Fut>(what: &str, mut condition: F)
+/// Polls `condition` until it holds; panics naming `what` after [`DEADLINE`].
+pub async fn wait_for<F, Fut>(what: &str, condition: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + DEADLINE;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out after {DEADLINE:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    outbox_e2e::wait::until(what, DEADLINE, condition).await;
 }
 
 /// Dispatcher settings for tests: a unique holder, short leases and polls, fast backoff.
