@@ -166,7 +166,11 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
         .bind(&request.subject)
         .fetch_all(executor)
         .await?;
-    page_from_rows(rows, after, request.limit, scan_limit)
+    if request.is_filtered() {
+        page_from_rows(rows, after, request.limit, scan_limit)
+    } else {
+        page_from_plain_rows(rows, after, request.limit)
+    }
 }
 
 /// The statement of [`head`] (public for `EXPLAIN`): a backward walk of `outbox_txid_seq`.
@@ -185,8 +189,26 @@ pub async fn head<'e>(executor: impl PgExecutor<'e>) -> Result<Position> {
 /// return plus one, `$5` tenant, `$6` LIKE patterns, `$7` subject. Only fixed fragments
 /// are interpolated; every value is bound. Each shape is its own statement, so the planner
 /// picks the tenant index or the global one rather than one generic plan for both.
+///
+/// A read without a type or subject filter returns every row it scans, so it needs no scan
+/// count and no summary row: it is one index walk, each row carrying the snapshot's xmin
+/// (one row of NULLs, but the xmin, when nothing is visible). It is the shape of the shared
+/// tail, of unfiltered sinks and history pages, and costs about half the planning and
+/// executing of the general one.
 pub fn statement(request: &ReadRequest) -> String {
     let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $5" } else { "AND $5::text IS NULL" };
+    if !request.is_filtered() {
+        return format!(
+            "SELECT o.txid, o.seq, o.topic, o.payload, NULL::bigint AS scanned, s.xmin
+            FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
+            LEFT JOIN LATERAL (
+                SELECT txid, seq, topic, payload FROM outbox
+                WHERE txid < s.xmin AND (txid, seq) > ($1, $2) {tenant}
+                    AND $3::bigint = $4 AND $6::text[] IS NULL AND $7::text IS NULL
+                ORDER BY txid, seq LIMIT $4
+            ) o ON true"
+        );
+    }
     let types = if request.type_filter().is_some() { "AND topic LIKE ANY($6)" } else { "AND $6::text[] IS NULL" };
     let subject = if request.subject.is_some() { "AND payload->>'subject' = $7" } else { "AND $7::text IS NULL" };
     format!(
@@ -250,6 +272,24 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
     }
     let next_after = last_scanned.unwrap_or(after);
     let more = scanned >= scan_limit;
+    let complete_through = complete_through(next_after, more, xmin);
+    Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
+}
+
+/// The rows of an unfiltered read: every row scanned is an event, each carrying the xmin.
+fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result<ReadPage> {
+    let xmin = rows.first().and_then(|row| row.5.as_ref()).map_or(0, |x| x.0);
+    let mut events = Vec::with_capacity(rows.len().min(limit + 1));
+    for (txid, seq, topic, payload, _, _) in rows {
+        if let (Some(txid), Some(seq)) = (txid, seq) {
+            events.push(event_from_row(position(txid, seq), topic, payload)?);
+        }
+    }
+    // A join keeps its lateral side's order in practice, not by contract: sort to be sure.
+    events.sort_by_key(|event: &Event| event.sequence);
+    let more = events.len() > limit;
+    events.truncate(limit);
+    let next_after = events.last().map_or(after, |e| e.sequence);
     let complete_through = complete_through(next_after, more, xmin);
     Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
 }
