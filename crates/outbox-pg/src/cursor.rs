@@ -10,7 +10,8 @@
 //! - [`load`] reads a cursor; a consumer without one starts from the oldest row.
 //! - [`advance`] moves a cursor forward, inside a [`Fenced`] transaction only: the
 //!   lease was checked by that transaction's first statement, so a worker that lost
-//!   its lease cannot move the cursor. [`save`] is check, advance and commit in one.
+//!   its lease cannot move the cursor. [`save`] is check, advance and commit in one
+//!   statement.
 //! - A cursor never moves backwards: the upsert changes the row only when the new
 //!   position is after the stored one (`(txid, seq)` compared as numbers).
 //!
@@ -29,9 +30,9 @@
 //!   again by the next holder.
 
 use outbox_core::Position;
-use sqlx::{AssertSqlSafe, PgExecutor, PgPool};
+use sqlx::{AssertSqlSafe, PgExecutor};
 
-use crate::lease::{Fenced, Lease, begin_fenced};
+use crate::lease::{Fenced, Lease};
 use crate::read::ReadRequest;
 use crate::{Result, Xid8};
 
@@ -97,14 +98,67 @@ pub async fn advance(fenced: &mut Fenced, stream: &str, name: &str, to: Position
     Ok(Advance::AlreadyPast(stored))
 }
 
-/// Checks `lease`, moves the cursor forward to `to` and commits, in one short transaction.
-pub async fn save(pool: &PgPool, lease: &Lease, stream: &str, name: &str, to: Position) -> Result<Saved> {
-    let Some(mut fenced) = begin_fenced(pool, lease).await? else { return Ok(Saved::LeaseLost) };
-    let advance = advance(&mut fenced, stream, name, to).await?;
-    fenced.commit().await?;
-    Ok(match advance {
-        Advance::Moved => Saved::Moved,
-        Advance::AlreadyPast(stored) => Saved::AlreadyPast(stored),
+/// Whether a cursor save's commit waits for its WAL record to reach disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// As the server is configured (`synchronous_commit`): a save that returned survives a crash.
+    Flushed,
+    /// `synchronous_commit = off` for this save only: a crash right after it may undo it (the
+    /// consumer then repeats what it did since the save before, at least once), but the commit
+    /// does not wait for a disk flush. Order and the fence are unchanged.
+    Relaxed,
+}
+
+/// The statement of [`save`]: the fence, the forward-only upsert and the stored position, in one.
+/// Binds: `$1..$3` the lease (name, holder, epoch), `$4` stream, `$5` name, `$6` txid, `$7` seq,
+/// `$8` the `synchronous_commit` of this transaction (`NULL`: unchanged).
+///
+/// The fence's `FOR SHARE` row lock holds until the statement's own commit, so the lease
+/// cannot change hands between the check and the write. The last two columns read the row as
+/// it was before the statement (one snapshot), which is the stored position when nothing moved.
+pub const SAVE_STATEMENT: &str = "WITH fence AS (
+        SELECT set_config('synchronous_commit', coalesce($8, current_setting('synchronous_commit')), true)
+        FROM outbox_leases
+        WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > compute_now()
+        FOR SHARE
+    ), moved AS (
+        INSERT INTO outbox_cursors AS c (stream, name, txid, seq, updated_at)
+        SELECT $4, $5, $6, $7, compute_now() FROM fence
+        ON CONFLICT (stream, name) DO UPDATE
+           SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at
+           WHERE (c.txid, c.seq) < (EXCLUDED.txid, EXCLUDED.seq)
+        RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM moved), stored.txid, stored.seq
+    FROM (SELECT 1) one
+    LEFT JOIN outbox_cursors stored ON stored.stream = $4 AND stored.name = $5";
+
+/// Checks `lease`, moves the cursor forward to `to` and commits: one statement, one round
+/// trip, as durable as `durability` says.
+pub async fn save<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &Lease,
+    stream: &str,
+    name: &str,
+    to: Position,
+    durability: Durability,
+) -> Result<Saved> {
+    let relaxed = (durability == Durability::Relaxed).then_some("off");
+    let (held, moved, txid, seq): (bool, bool, Option<Xid8>, Option<i64>) = sqlx::query_as(SAVE_STATEMENT)
+        .bind(&lease.name)
+        .bind(&lease.holder)
+        .bind(lease.epoch)
+        .bind(stream)
+        .bind(name)
+        .bind(Xid8(to.txid))
+        .bind(i64::try_from(to.seq).unwrap_or(i64::MAX))
+        .bind(relaxed)
+        .fetch_one(executor)
+        .await?;
+    Ok(match (held, moved, txid.zip(seq)) {
+        (false, _, _) => Saved::LeaseLost,
+        (true, true, _) => Saved::Moved,
+        (true, false, stored) => Saved::AlreadyPast(stored.map_or(to, |(txid, seq)| position(txid, seq))),
     })
 }
 

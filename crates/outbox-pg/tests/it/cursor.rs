@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use outbox_core::{Pattern, Position};
-use outbox_pg::cursor::{self, OUTBOX_STREAM, Saved, sink_name};
+use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
 use outbox_pg::lease::{acquire, dispatch_name};
 use outbox_pg::read::ReadRequest;
 use outbox_pg::testkit::TestDb;
@@ -25,7 +25,7 @@ async fn a_cursor_moves_forward_only_and_only_under_its_lease() {
     let save = |lease, to| {
         let pool = db.pool.clone();
         let name = name.clone();
-        async move { cursor::save(&pool, &lease, OUTBOX_STREAM, &name, to).await.unwrap() }
+        async move { cursor::save(&pool, &lease, OUTBOX_STREAM, &name, to, Durability::Flushed).await.unwrap() }
     };
     assert_eq!(save(a.clone(), Position::new(10, 5)).await, Saved::Moved);
     assert_eq!(save(a.clone(), Position::new(10, 7)).await, Saved::Moved);
@@ -47,7 +47,7 @@ async fn positions_compare_as_numbers_in_the_database_too() {
     let db = TestDb::new().await;
     let a = acquire(&db.pool, &dispatch_name("x"), "a", TTL).await.unwrap().unwrap();
     let name = sink_name("x");
-    let save = |to| cursor::save(&db.pool, &a, OUTBOX_STREAM, &name, to);
+    let save = |to| cursor::save(&db.pool, &a, OUTBOX_STREAM, &name, to, Durability::Relaxed);
     assert_eq!(save(Position::new(9, 10)).await.unwrap(), Saved::Moved);
     assert_eq!(save(Position::new(10, 2)).await.unwrap(), Saved::Moved);
     assert_eq!(save(Position::new(9, 99)).await.unwrap(), Saved::AlreadyPast(Position::new(10, 2)));
