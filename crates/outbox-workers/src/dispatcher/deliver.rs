@@ -49,6 +49,8 @@ impl Runner {
         while let Some(range) = pending.pop() {
             match self.call(&events[range.clone()]).await {
                 Call::Interrupted(interruption) => return interruption.into(),
+                // The last range is recorded with the page's end, below.
+                Call::Delivered if pending.is_empty() => self.note_delivered(progress, &events[range]),
                 Call::Delivered => {
                     if let Err(step) = self.delivered(lease, progress, &events[range]).await {
                         return step;
@@ -72,7 +74,13 @@ impl Runner {
             }
         }
         // The whole page went through; a filtered page may have scanned past its last event.
-        match self.record(lease, progress, page.next_after, None).await {
+        // When another page follows, its delivery need not wait for this save.
+        let recorded = if page.more {
+            self.record_behind(lease, progress, page.next_after).await
+        } else {
+            self.record(lease, progress, page.next_after, None).await
+        };
+        match recorded {
             Ok(()) => Step::Progressed,
             Err(step) => step,
         }
@@ -81,12 +89,18 @@ impl Runner {
     /// Records that `delivered` (possibly empty) went through.
     async fn delivered(&self, lease: &Lease, progress: &mut Progress, delivered: &[Event]) -> Result<(), Step> {
         let Some(last) = delivered.last() else { return Ok(()) };
+        self.note_delivered(progress, delivered);
+        self.record(lease, progress, last.sequence, None).await
+    }
+
+    /// Notes that `delivered` went through, before its cursor save.
+    fn note_delivered(&self, progress: &mut Progress, delivered: &[Event]) {
+        let Some(last) = delivered.last() else { return };
         progress.delivered_in_round = true;
         if progress.suspect.as_ref().is_some_and(|suspect| suspect.position <= last.sequence) {
             progress.suspect = None;
         }
         self.update(|state| state.delivered += delivered.len() as u64);
-        self.record(lease, progress, last.sequence, None).await
     }
 
     /// Decides the fate of `page.events[index]`, which failed alone with `error`.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
-use outbox_pg::cursor::{self, Advance, OUTBOX_STREAM, sink_name};
+use outbox_pg::cursor::{self, Advance, Durability, OUTBOX_STREAM, sink_name};
 use outbox_pg::dead_letter::{self, NewDeadLetter};
 use outbox_pg::lease::{self, Lease, dispatch_name};
 use outbox_pg::read::{ReadPage, ReadRequest, head, read};
@@ -13,6 +13,7 @@ use outbox_pg::{sink_health, sqlx};
 use parking_lot::Mutex;
 use time::OffsetDateTime;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{DispatcherConfig, SinkFilter, SinkSpec};
@@ -137,6 +138,15 @@ pub(super) struct Progress {
     pub delivered_in_round: bool,
     /// Whether a failure was reported to `outbox_sink_health` and no recovery since.
     pub reported_failure: bool,
+    /// A cursor save running beside the next delivery, and the position it saves.
+    pub saving: Option<(Position, JoinHandle<Saved>)>,
+}
+
+/// What a fenced cursor save came to.
+pub(super) enum Saved {
+    Advanced(Advance),
+    LeaseLost,
+    Failed(Failure),
 }
 
 /// One sink's loop and everything it needs.
@@ -263,23 +273,39 @@ impl Runner {
             suspect: None,
             delivered_in_round: false,
             reported_failure: false,
+            saving: None,
         };
+        let end = self.work_on(lease, &mut progress).await;
+        // A save still running is waited for (never cut): the lease is released after it.
+        let _ = self.saved(&mut progress).await;
+        end
+    }
+
+    async fn work_on(&mut self, lease: &Lease, progress: &mut Progress) -> End {
         loop {
             if let Err(interruption) = self.interrupted() {
                 return interruption.into();
             }
             progress.delivered_in_round = false;
-            let waited = match self.step(lease, &mut progress).await {
+            let mut step = self.step(lease, progress).await;
+            // Before a wait, the save running beside the loop is collected: its failure or a
+            // lost lease counts for this round (after a lost lease or a shutdown, `work` does).
+            if matches!(step, Step::Idle | Step::Failed(_))
+                && let Err(failed) = self.saved(progress).await
+            {
+                step = failed;
+            }
+            let waited = match step {
                 Step::Progressed => {
-                    self.recovered(&mut progress).await;
+                    self.recovered(progress).await;
                     Ok(())
                 }
                 Step::Idle => {
-                    self.recovered(&mut progress).await;
+                    self.recovered(progress).await;
                     self.update(|state| state.activity = Activity::Idle);
                     self.idle_wait(self.config.poll_interval).await
                 }
-                Step::Failed(failure) => self.back_off(&mut progress, failure).await,
+                Step::Failed(failure) => self.back_off(progress, failure).await,
                 Step::LeaseLost => Err(Interruption::LeaseLost),
                 Step::Shutdown => Err(Interruption::Shutdown),
             };
@@ -409,8 +435,9 @@ impl Runner {
         }
     }
 
-    /// Moves the cursor to `to` (and writes `letter`) in one fenced transaction.
-    /// Nothing is written when the cursor is already there and there is no letter.
+    /// Moves the cursor to `to` (and writes `letter`) in one fenced transaction, after any
+    /// save still running. Nothing is written when the cursor is already there and there
+    /// is no letter.
     pub async fn record(
         &self,
         lease: &Lease,
@@ -418,24 +445,50 @@ impl Runner {
         to: Position,
         letter: Option<NewDeadLetter<'_>>,
     ) -> Result<(), Step> {
+        self.saved(progress).await?;
         let already = progress.cursor.map_or(to == Position::START, |cursor| cursor >= to);
         if already && letter.is_none() {
             return Ok(());
         }
-        let database = |error| Step::Failed(Failure::database(error));
-        let Some(mut fenced) = lease::begin_fenced(&self.pool, lease).await.map_err(database)? else {
-            self.update(|state| state.fenced_out += 1);
-            return Err(Step::LeaseLost);
-        };
-        // Progress may be lost in a crash (the events are delivered again, at least once), so
-        // the commit need not wait for the WAL flush; its order and the fence are unchanged.
-        let relaxed = sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await;
-        relaxed.map_err(|error| database(error.into()))?;
-        if let Some(letter) = &letter {
-            dead_letter::record(&mut fenced, letter).await.map_err(database)?;
+        let saved = save(&self.pool, lease, &self.cursor_name, to, letter.as_ref()).await;
+        self.settle_save(progress, to, saved, letter.is_some())
+    }
+
+    /// Like [`Runner::record`] without a letter, but the save runs beside what the loop
+    /// does next (the next page's delivery); the save after it, or the loop's next wait,
+    /// collects its outcome first. Saves stay in order and fenced, so a lost lease still
+    /// writes nothing; what the next delivery sends meanwhile is delivered at least once,
+    /// as after any crash.
+    pub async fn record_behind(&self, lease: &Lease, progress: &mut Progress, to: Position) -> Result<(), Step> {
+        self.saved(progress).await?;
+        if progress.cursor.is_some_and(|cursor| cursor >= to) {
+            return Ok(());
         }
-        let advance = cursor::advance(&mut fenced, OUTBOX_STREAM, &self.cursor_name, to).await.map_err(database)?;
-        fenced.commit().await.map_err(database)?;
+        let (pool, lease, name) = (self.pool.clone(), lease.clone(), self.cursor_name.clone());
+        let saving = tokio::spawn(async move { save(&pool, &lease, &name, to, None).await });
+        progress.after = progress.after.max(Some(to));
+        progress.saving = Some((to, saving));
+        Ok(())
+    }
+
+    /// Waits for the save running beside the loop, if any, and takes in its outcome.
+    pub async fn saved(&self, progress: &mut Progress) -> Result<(), Step> {
+        let Some((to, saving)) = progress.saving.take() else { return Ok(()) };
+        let saved = saving.await.unwrap_or_else(|error| {
+            Saved::Failed(Failure { message: format!("saving the cursor failed: {error}"), retry_after: None })
+        });
+        self.settle_save(progress, to, saved, false)
+    }
+
+    fn settle_save(&self, progress: &mut Progress, to: Position, saved: Saved, lettered: bool) -> Result<(), Step> {
+        let advance = match saved {
+            Saved::Advanced(advance) => advance,
+            Saved::LeaseLost => {
+                self.update(|state| state.fenced_out += 1);
+                return Err(Step::LeaseLost);
+            }
+            Saved::Failed(failure) => return Err(Step::Failed(failure)),
+        };
         let now_at = match advance {
             Advance::Moved => to,
             Advance::AlreadyPast(stored) => {
@@ -447,7 +500,7 @@ impl Runner {
         progress.after = progress.after.max(Some(now_at));
         self.update(|state| {
             state.position = Some(now_at);
-            state.dead_lettered += u64::from(letter.is_some());
+            state.dead_lettered += u64::from(lettered);
         });
         Ok(())
     }
@@ -507,6 +560,44 @@ pub(super) async fn raised(mut flag: watch::Receiver<bool>) {
     if flag.wait_for(|raised| *raised).await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// Moves the cursor `name` to `to` (and writes `letter`) in one fenced transaction.
+///
+/// Progress may be lost in a crash (the events are delivered again, at least once), so the
+/// commit need not wait for the WAL flush; its order and the fence are unchanged.
+async fn save(pool: &PgPool, lease: &Lease, name: &str, to: Position, letter: Option<&NewDeadLetter<'_>>) -> Saved {
+    let saved = match letter {
+        None => {
+            cursor::save(pool, lease, OUTBOX_STREAM, name, to, Durability::Relaxed).await.map(|saved| match saved {
+                cursor::Saved::Moved => Some(Advance::Moved),
+                cursor::Saved::AlreadyPast(stored) => Some(Advance::AlreadyPast(stored)),
+                cursor::Saved::LeaseLost => None,
+            })
+        }
+        Some(letter) => save_with_letter(pool, lease, name, to, letter).await,
+    };
+    match saved {
+        Ok(Some(advance)) => Saved::Advanced(advance),
+        Ok(None) => Saved::LeaseLost,
+        Err(error) => Saved::Failed(Failure::database(error)),
+    }
+}
+
+/// The dead letter and the cursor move in one fenced transaction; `None` when the lease was lost.
+async fn save_with_letter(
+    pool: &PgPool,
+    lease: &Lease,
+    name: &str,
+    to: Position,
+    letter: &NewDeadLetter<'_>,
+) -> Result<Option<Advance>, outbox_pg::Error> {
+    let Some(mut fenced) = lease::begin_fenced(pool, lease).await? else { return Ok(None) };
+    sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await?;
+    dead_letter::record(&mut fenced, letter).await?;
+    let advance = cursor::advance(&mut fenced, OUTBOX_STREAM, name, to).await?;
+    fenced.commit().await?;
+    Ok(Some(advance))
 }
 
 /// A flag that never turns true.
