@@ -53,7 +53,8 @@ use index::Index;
 /// How a tail reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TailOptions {
-    /// How long the tail waits after a read that reached the visible end (SPEC's `poll_ms`).
+    /// After a read that reached the visible end, the next starts this long after its start
+    /// (SPEC's `poll_ms`), however long the read and its hand-out took.
     pub poll: Duration,
     /// The most rows one read takes (1 to [`MAX_LIMIT`]); a full read is followed by the next at once.
     pub batch: usize,
@@ -379,8 +380,9 @@ struct Reader {
 enum Step {
     /// Read again at once: the last read was full.
     Continue,
-    /// Wait `poll` before the next read.
-    Sleep(Duration),
+    /// Wait until then before the next read: `poll` after the start of the last one, so that
+    /// the tail reads at a steady pace however long a read and its hand-out took.
+    SleepUntil(tokio::time::Instant),
     /// No position (no members): wait until a member joins.
     Park,
     /// Every handle is gone.
@@ -392,7 +394,7 @@ impl Reader {
         loop {
             match self.step().await {
                 Step::Continue => {}
-                Step::Sleep(poll) => tokio::time::sleep(poll).await,
+                Step::SleepUntil(at) => tokio::time::sleep_until(at).await,
                 Step::Park => self.wake.notified().await,
                 Step::Stop => return,
             }
@@ -415,7 +417,8 @@ impl Reader {
             }
         };
         let request = ReadRequest::all().after(after).limit(shared.options.batch);
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
+        let next_read = started + shared.options.poll;
         let result = read(&shared.pool, &request).await;
         let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         shared.read_micros.fetch_add(took, Ordering::Relaxed);
@@ -431,7 +434,7 @@ impl Reader {
                 shared.detached.fetch_add(detached, Ordering::Relaxed);
                 state.position = Some(page.complete_through.max(after));
                 shared.publish(state.position);
-                if page.more { Step::Continue } else { Step::Sleep(shared.options.poll) }
+                if page.more { Step::Continue } else { Step::SleepUntil(next_read) }
             }
             Err(error) => {
                 tracing::warn!(%error, "the shared tail's read failed; its members read on their own");
@@ -439,7 +442,7 @@ impl Reader {
                 state.position = None;
                 state.generation += 1;
                 shared.publish(None);
-                Step::Sleep(shared.options.poll)
+                Step::SleepUntil(next_read)
             }
         }
     }
