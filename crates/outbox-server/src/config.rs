@@ -121,13 +121,15 @@ pub struct RetentionConfig {
     pub batch: u64,
     /// Statements per pass at most.
     pub max_rounds: u64,
+    /// Milliseconds a pass rests after each statement.
+    pub pause_ms: u64,
     /// Rows younger than this are kept.
     pub min_age_seconds: u64,
 }
 
 impl Default for RetentionConfig {
     fn default() -> RetentionConfig {
-        RetentionConfig { every_seconds: 300, batch: 5000, max_rounds: 20, min_age_seconds: 3600 }
+        RetentionConfig { every_seconds: 300, batch: 5000, max_rounds: 20, pause_ms: 250, min_age_seconds: 3600 }
     }
 }
 
@@ -447,6 +449,7 @@ mod tests {
             heartbeat_ms = 5000
             [retention]
             min_age_seconds = 60
+            pause_ms = 0
             [[sinks]]
             id = "billing"
             kind = "webhook"
@@ -470,6 +473,7 @@ mod tests {
         assert_eq!(config.watch.poll_ms, 100);
         assert_eq!(config.retention.min_age_seconds, 60);
         assert_eq!(config.retention.batch, 5000);
+        assert_eq!((config.retention.pause_ms, RetentionConfig::default().pause_ms), (0, 250));
         assert_eq!(config.sinks.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["billing", "bus"]);
         assert_eq!(config.sinks[0].types, [outbox_core::Pattern::parse("reservation.*").unwrap()]);
         assert!(config.allow_private_targets);

@@ -89,6 +89,7 @@ pub fn retention_config(config: &Config) -> RetentionConfig {
         every: Duration::from_secs(retention.every_seconds),
         batch: retention.batch,
         max_rounds: retention.max_rounds,
+        pause: Duration::from_millis(retention.pause_ms),
         min_age: Duration::from_secs(retention.min_age_seconds),
         holders: holders(config),
         ..RetentionConfig::default()

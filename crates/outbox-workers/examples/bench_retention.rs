@@ -13,7 +13,7 @@
 //! that every row after the lagging cursor survived. Speed is never asserted; a pass that
 //! deleted more than `batch × max_rounds` rows or a needed row fails the run.
 //!
-//! Arguments: `[rows] [batch] [max_rounds]`, default `1000000 5000 20`.
+//! Arguments: `[rows] [batch] [max_rounds] [pause_ms]`, default `1000000 5000 20 250`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +36,7 @@ async fn main() {
     let rows = args.next().unwrap_or(1_000_000);
     let batch = args.next().unwrap_or(5000);
     let max_rounds = args.next().unwrap_or(20);
+    let pause = Duration::from_millis(args.next().unwrap_or(250));
     let db = TestDb::new().await;
     let pool = db.pool.clone();
     let started = Instant::now();
@@ -50,7 +51,7 @@ async fn main() {
     let middle = position_at(&pool, rows * 8 / 10).await;
 
     let before = measure(&pool, middle, Load::For(QUIET)).await;
-    let config = RetentionConfig { batch, max_rounds, ..RetentionConfig::default() };
+    let config = RetentionConfig { batch, max_rounds, pause, ..RetentionConfig::default() };
     let pass_pool = pool.clone();
     let during = measure(&pool, middle, Load::While(Box::pin(async move { pass(&pass_pool, &config).await }))).await;
     let after = measure(&pool, middle, Load::For(QUIET)).await;

@@ -45,6 +45,10 @@ pub struct RetentionConfig {
     pub batch: u64,
     /// Delete statements per pass at most (default 20).
     pub max_rounds: u64,
+    /// How long a pass rests after each delete statement before the next (default 250 ms),
+    /// so that publishers' commits are not queued behind a run of deletes' WAL and I/O
+    /// (`cargo xtask bench retention` measures it; zero runs the statements back to back).
+    pub pause: Duration,
     /// Rows younger than this stay, by `compute_now()` (default 1 hour).
     pub min_age: Duration,
     /// Which durable cursors hold retention back (default: every one).
@@ -59,6 +63,7 @@ impl Default for RetentionConfig {
             every: Duration::from_secs(300),
             batch: 5000,
             max_rounds: 20,
+            pause: Duration::from_millis(250),
             min_age: Duration::from_secs(3600),
             holders: Holders::Every,
             holder: crate::default_holder(),
@@ -118,6 +123,9 @@ pub async fn pass(pool: &PgPool, config: &RetentionConfig) -> Result<PassReport>
         after = pruned.last.or(after);
         if pruned.deleted < config.batch {
             return Ok(report);
+        }
+        if report.statements < config.max_rounds && !config.pause.is_zero() {
+            tokio::time::sleep(config.pause).await;
         }
     }
     report.more = true;
