@@ -109,7 +109,7 @@ struct Inner {
 
 /// One open stream: the grant it was opened with and the channel that tells it why it must end.
 struct Entry {
-    grant: Grant,
+    grant: Arc<Grant>,
     revoke: watch::Sender<Option<String>>,
 }
 
@@ -149,7 +149,7 @@ impl WatchRegistry {
     }
 
     /// Registers a stream opened with `grant`; it stays registered until the result is dropped.
-    pub(crate) fn register(&self, grant: Grant) -> Registration {
+    pub(crate) fn register(&self, grant: Arc<Grant>) -> Registration {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (revoke, revoked) = watch::channel(None);
         self.inner.streams.insert(id, Entry { grant, revoke });
@@ -244,7 +244,8 @@ mod tests {
     #[test]
     fn close_where_signals_and_removes_only_the_matching_streams() {
         let registry = WatchRegistry::new();
-        let grant = |session: &str| Grant { session_id: Some(session.into()), ..Grant::new("acme", ["events:read"]) };
+        let grant =
+            |session: &str| Arc::new(Grant { session_id: Some(session.into()), ..Grant::new("acme", ["events:read"]) });
         let first = registry.register(grant("s1"));
         let second = registry.register(grant("s2"));
         assert_eq!(registry.len(), 2);

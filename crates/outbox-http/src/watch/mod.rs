@@ -12,7 +12,7 @@ mod stream;
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures_util::{Stream, StreamExt};
@@ -57,6 +57,8 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
         Some(start) => start,
         None => head(&service.pool, tail.as_ref()).await?,
     };
+    // One grant for the registry and the stream.
+    let grant = Arc::new(grant);
     let registration = service.registry.register(grant.clone());
     let context = StreamContext {
         pool: service.pool.clone(),

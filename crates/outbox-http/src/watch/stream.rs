@@ -47,7 +47,7 @@ pub(crate) struct StreamContext {
 /// One open stream's state.
 pub(crate) struct WatchStream {
     context: StreamContext,
-    grant: Grant,
+    grant: Arc<Grant>,
     registration: Registration,
     /// The tenant whose events the stream sends (counted in the service's statistics).
     tenant: String,
@@ -75,7 +75,7 @@ impl WatchStream {
     /// join the tail without a read of its own.
     pub(crate) fn new(
         context: StreamContext,
-        grant: Grant,
+        grant: Arc<Grant>,
         registration: Registration,
         mut request: ReadRequest,
         start: Position,
@@ -127,8 +127,10 @@ impl WatchStream {
             if let Some(frame) = self.due_frame() {
                 return frame;
             }
+            // The rare, large futures (a database read, the authorizer's answer) are boxed
+            // while they run, so that an idle stream's future is only as large as its wait.
             if Instant::now() >= self.clock.next_reauthorize {
-                if let Some(last) = self.reauthorize().await {
+                if let Some(last) = Box::pin(self.reauthorize()).await {
                     return self.end(Some(last));
                 }
                 continue;
@@ -137,7 +139,7 @@ impl WatchStream {
                 return Some(self.send_pending());
             }
             if self.follower.read_due() {
-                if let Some(last) = self.read().await {
+                if let Some(last) = Box::pin(self.read()).await {
                     return self.end(Some(last));
                 }
                 continue;
@@ -316,7 +318,7 @@ mod tests {
 
         let registry = WatchRegistry::new();
         let (_shutdown, shutdown) = watch::channel(false);
-        let grant = Grant { session_id: Some("s1".into()), ..Grant::new("acme", ["events:read"]) };
+        let grant = Arc::new(Grant { session_id: Some("s1".into()), ..Grant::new("acme", ["events:read"]) });
         let context = StreamContext {
             pool: db.pool.clone(),
             authorizer: Arc::new(AllowAll),
