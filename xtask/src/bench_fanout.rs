@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use outbox_core::NewEvent;
 use outbox_http::{AuthError, Authorizer, BoxFuture, Grant, OutboxService, WatchOptions, scope};
+use rand::Rng;
 use serde_json::json;
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,7 +41,9 @@ const POLL_MS: u64 = 100;
 const STEPS: [usize; 3] = [1, 1_000, 10_000];
 /// Events published per latency measurement, one per transaction.
 const EVENTS: usize = 12;
-/// The pause between those events, so that deliveries of one do not overlap the next.
+/// The pause between those events, so that deliveries of one do not overlap the next, plus a
+/// random part of up to `poll_ms`: commits fall at random phases of the tail's steady poll
+/// (a fixed spacing, a multiple of it, would measure one phase twelve times).
 const SPACING: Duration = Duration::from_millis(400);
 /// How long a latency sample may take before it counts as missing.
 const GIVE_UP: Duration = Duration::from_secs(10);
@@ -178,7 +181,8 @@ async fn latency(pool: &PgPool, clients: &Clients, streams: usize, round: &mut u
         outbox_pg::publish(&mut *tx, &event).await?;
         commits[k].get_or_init(Instant::now);
         tx.commit().await?;
-        tokio::time::sleep(SPACING).await;
+        let jitter = Duration::from_micros(rand::rng().random_range(0..POLL_MS * 1000));
+        tokio::time::sleep(SPACING + jitter).await;
     }
     let deadline = Instant::now() + GIVE_UP;
     while clients.received() < streams * EVENTS && Instant::now() < deadline {
