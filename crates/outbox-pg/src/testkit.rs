@@ -22,8 +22,13 @@ use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
+use outbox_core::{Event, Position};
+
+use crate::cursor::OUTBOX_STREAM;
 use crate::embedded::{EmbeddedOptions, EmbeddedPostgres};
 use crate::migrate::Migrator;
+use crate::read::{MAX_LIMIT, ReadRequest, read};
+use crate::{Result, Xid8};
 
 /// Where the test server is: a URL to its `postgres` database.
 struct Server {
@@ -101,6 +106,37 @@ impl TestDb {
     /// A URL for the same server's `postgres` database (to create or drop databases).
     pub fn admin_url() -> String {
         server().admin_url.clone()
+    }
+}
+
+/// Puts the outbox's durable cursor `name` at `at` without a lease (moving it either way),
+/// as a consumer's saves would have left it: for tests and benchmarks that need cursors in place.
+pub async fn set_cursor(pool: &PgPool, name: &str, at: Position) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO outbox_cursors (stream, name, txid, seq) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (stream, name) DO UPDATE SET txid = EXCLUDED.txid, seq = EXCLUDED.seq",
+    )
+    .bind(OUTBOX_STREAM)
+    .bind(name)
+    .bind(Xid8(at.txid))
+    .bind(i64::try_from(at.seq).unwrap_or(i64::MAX))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Every event `request` selects after its `after`, read page by page (1,000 at a time) with
+/// the xmin rule, up to the visible end.
+pub async fn read_to_end(pool: &PgPool, request: &ReadRequest) -> Result<Vec<Event>> {
+    let mut request = request.clone().limit(MAX_LIMIT);
+    let mut all = Vec::new();
+    loop {
+        let page = read(pool, &request).await?;
+        all.extend(page.events);
+        request.after = Some(page.next_after);
+        if !page.more {
+            return Ok(all);
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use outbox_core::{NewEvent, Position};
 use outbox_pg::read::{ReadRequest, read};
 use outbox_pg::sqlx::{self, PgPool};
-use outbox_pg::testkit::TestDb;
+use outbox_pg::testkit::{TestDb, set_cursor};
 use outbox_workers::retention::{RetentionConfig, pass};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -44,8 +44,8 @@ async fn main() {
     println!("bench retention: {rows} rows in 100 transactions, filled in {:.1?}", started.elapsed());
     let head = position_at(&pool, rows - 1).await;
     let lagging = position_at(&pool, rows * 6 / 10).await;
-    set_cursor(&pool, "sink:ahead", head).await;
-    set_cursor(&pool, "sink:lagging", lagging).await;
+    set_cursor(&pool, "sink:ahead", head).await.expect("a cursor");
+    set_cursor(&pool, "sink:lagging", lagging).await.expect("a cursor");
     sqlx::query("VACUUM ANALYZE outbox").execute(&pool).await.unwrap();
     outbox_pg::clock::advance(&pool, Duration::from_secs(7200)).await.unwrap();
     let middle = position_at(&pool, rows * 8 / 10).await;
@@ -120,16 +120,6 @@ async fn position_at(pool: &PgPool, offset: u64) -> Position {
             .await
             .unwrap();
     Position::new(txid.parse().unwrap(), u64::try_from(seq).unwrap())
-}
-
-async fn set_cursor(pool: &PgPool, name: &str, at: Position) {
-    sqlx::query("INSERT INTO outbox_cursors (stream, name, txid, seq) VALUES ('outbox', $1, $2::text::xid8, $3)")
-        .bind(name)
-        .bind(at.txid.to_string())
-        .bind(i64::try_from(at.seq).unwrap())
-        .execute(pool)
-        .await
-        .unwrap();
 }
 
 /// Latencies in milliseconds.

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use outbox_core::{Event, NewEvent, Pattern, Position};
 use outbox_http::WatchOptions;
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::read::ReadRequest;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::testkit::read_to_end;
 use rand::Rng;
 use serde_json::json;
 use tokio::sync::watch;
@@ -93,16 +94,8 @@ async fn writer(pool: PgPool, writer: usize, transactions: usize) -> Vec<NewEven
 
 /// Every event of `tenant` matching `patterns` after `after`, read with the xmin rule.
 async fn everything(pool: &PgPool, tenant: &str, patterns: &[Pattern], after: Position) -> Vec<Event> {
-    let mut request = ReadRequest::tenant(tenant).types(patterns.to_vec()).limit(1_000).after(after);
-    let mut all = Vec::new();
-    loop {
-        let page = read(pool, &request).await.expect("read");
-        all.extend(page.events);
-        request.after = Some(page.next_after);
-        if !page.more {
-            return all;
-        }
-    }
+    let request = ReadRequest::tenant(tenant).types(patterns.to_vec()).after(after);
+    read_to_end(pool, &request).await.expect("read")
 }
 
 fn reached(targets: &watch::Receiver<Targets>, index: usize, received: &[Event]) -> bool {

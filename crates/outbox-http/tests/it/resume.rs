@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use outbox_core::{Event, NewEvent, Pattern};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::read::ReadRequest;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::testkit::read_to_end;
 use rand::Rng;
 use serde_json::json;
 
@@ -57,16 +58,7 @@ async fn writer(pool: PgPool, tenant: &'static str, writer: usize, transactions:
 
 /// Every event of `tenant` matching `patterns`, read with the xmin rule to the visible end.
 async fn everything(pool: &PgPool, tenant: &str, patterns: &[Pattern]) -> Vec<Event> {
-    let mut request = ReadRequest::tenant(tenant).types(patterns.to_vec()).limit(1_000);
-    let mut all = Vec::new();
-    loop {
-        let page = read(pool, &request).await.expect("read");
-        all.extend(page.events);
-        request.after = Some(page.next_after);
-        if !page.more {
-            return all;
-        }
-    }
+    read_to_end(pool, &ReadRequest::tenant(tenant).types(patterns.to_vec())).await.expect("read")
 }
 
 async fn check_exact_resume(filter: Option<&str>) {

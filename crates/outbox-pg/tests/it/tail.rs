@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Event, NewEvent, Pattern, Position};
-use outbox_pg::read::{ReadRequest, head, read};
+use outbox_pg::read::{ReadRequest, head};
 use outbox_pg::tail::{Follower, Tail, TailOptions};
-use outbox_pg::testkit::TestDb;
+use outbox_pg::testkit::{TestDb, read_to_end};
 use rand::Rng;
 use serde_json::json;
 use tokio::sync::watch;
@@ -74,16 +74,7 @@ async fn follow(mut follower: Follower, mut target: watch::Receiver<Option<Posit
 }
 
 async fn everything(pool: &sqlx::PgPool, request: &ReadRequest, after: Position) -> Vec<Event> {
-    let mut request = request.clone().limit(1_000).after(after);
-    let mut all = Vec::new();
-    loop {
-        let page = read(pool, &request).await.expect("read");
-        all.extend(page.events);
-        request.after = Some(page.next_after);
-        if !page.more {
-            return all;
-        }
-    }
+    read_to_end(pool, &request.clone().after(after)).await.expect("read")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use outbox_core::{Event, NewEvent, Position};
 use outbox_e2e::client::{get, watch};
 use outbox_pg::read::{ReadRequest, read};
-use outbox_pg::sqlx::{self, PgPool};
+use outbox_pg::sqlx::PgPool;
 use outbox_pg::{clock, testkit::TestDb};
 use outbox_workers::retention::{RetentionConfig, pass};
 use serde_json::json;
@@ -133,13 +133,7 @@ async fn publish(pool: &PgPool, n: usize) -> Vec<Event> {
 }
 
 async fn set_cursor(pool: &PgPool, name: &str, at: Position) {
-    sqlx::query("INSERT INTO outbox_cursors (stream, name, txid, seq) VALUES ('outbox', $1, $2::text::xid8, $3)")
-        .bind(name)
-        .bind(at.txid.to_string())
-        .bind(i64::try_from(at.seq).unwrap())
-        .execute(pool)
-        .await
-        .unwrap();
+    outbox_pg::testkit::set_cursor(pool, name, at).await.expect("set cursor");
 }
 
 #[tokio::test]

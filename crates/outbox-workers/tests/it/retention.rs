@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use outbox_core::Position;
-use outbox_pg::sqlx::{self, PgPool};
+use outbox_pg::sqlx::PgPool;
 use outbox_pg::{clock, lease, retention::LEASE};
 use outbox_workers::retention::{Holders, Retention, RetentionConfig, pass};
 use outbox_workers::{Dispatcher, SinkSpec};
@@ -16,16 +16,7 @@ const TWO_HOURS: Duration = Duration::from_secs(7200);
 
 /// Sets the durable cursor `name` of the outbox to `at`, as a consumer's save would.
 pub async fn set_cursor(pool: &PgPool, name: &str, at: Position) {
-    sqlx::query(
-        "INSERT INTO outbox_cursors (stream, name, txid, seq) VALUES ('outbox', $1, $2::text::xid8, $3)
-         ON CONFLICT (stream, name) DO UPDATE SET txid = EXCLUDED.txid, seq = EXCLUDED.seq",
-    )
-    .bind(name)
-    .bind(at.txid.to_string())
-    .bind(i64::try_from(at.seq).unwrap())
-    .execute(pool)
-    .await
-    .expect("set cursor");
+    outbox_pg::testkit::set_cursor(pool, name, at).await.expect("set cursor");
 }
 
 fn config(batch: u64, max_rounds: u64) -> RetentionConfig {
