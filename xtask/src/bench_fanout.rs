@@ -19,7 +19,6 @@
 //! Targets (issue 4): 10,000 idle streams cost at most 1.5 × the statements of one; p99 at
 //! 10,000 streams at most 3 × `poll_ms`; at most 16 KiB per stream.
 
-use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -27,16 +26,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use outbox_core::NewEvent;
-use outbox_http::{AuthError, Authorizer, BoxFuture, Grant, OutboxService, WatchOptions, scope};
+use outbox_http::{OutboxService, WatchOptions};
 use rand::Rng;
 use serde_json::json;
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::bench_http::{Everyone, TENANT};
 use crate::services::{ScratchDatabase, postgres};
 
-const TENANT: &str = "bench";
 const POLL_MS: u64 = 100;
 const STEPS: [usize; 3] = [1, 1_000, 10_000];
 /// Events published per latency measurement, one per transaction.
@@ -422,20 +421,6 @@ fn bare_stream() -> http::Response<outbox_http::Body> {
     let mut response = http::Response::new(body);
     response.headers_mut().insert("content-type", http::HeaderValue::from_static("text/event-stream"));
     response
-}
-
-/// Every request is the benchmark tenant with `events:read`.
-struct Everyone;
-
-impl Authorizer for Everyone {
-    fn authorize<'a>(&'a self, _headers: &'a http::HeaderMap) -> BoxFuture<'a, Result<Grant, AuthError>> {
-        let scopes: BTreeSet<String> = [scope::EVENTS_READ].map(String::from).into();
-        Box::pin(async move { Ok(Grant { tenant_id: TENANT.into(), scopes, ..Grant::default() }) })
-    }
-
-    fn reauthorize<'a>(&'a self, _grant: &'a Grant) -> BoxFuture<'a, Result<bool, AuthError>> {
-        Box::pin(async { Ok(true) })
-    }
 }
 
 fn report(database: &str, results: &[Vec<Figures>]) {

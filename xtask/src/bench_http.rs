@@ -25,7 +25,8 @@ use sqlx::PgPool;
 
 use crate::services::{ScratchDatabase, postgres};
 
-const TENANT: &str = "bench";
+/// The tenant of every benchmark request (`bench http` and `bench fanout`).
+pub(crate) const TENANT: &str = "bench";
 const PAGE: usize = 1_000;
 
 pub fn run() -> anyhow::Result<()> {
@@ -40,8 +41,8 @@ pub fn run() -> anyhow::Result<()> {
     })
 }
 
-/// Every request is the benchmark tenant with every scope.
-struct Everyone;
+/// Every request is the benchmark tenant with `events:read`.
+pub(crate) struct Everyone;
 
 impl Authorizer for Everyone {
     fn authorize<'a>(&'a self, _headers: &'a http::HeaderMap) -> BoxFuture<'a, Result<Grant, AuthError>> {
