@@ -2,10 +2,11 @@
 //! resuming from a pruned position on `GET /events` and `GET /watch`.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_core::{Event, NewEvent, Position};
 use outbox_e2e::client::{get, watch};
+use outbox_e2e::wait::until;
 use outbox_pg::read::{ReadRequest, read};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::{clock, testkit::TestDb};
@@ -121,15 +122,9 @@ async fn publish(pool: &PgPool, n: usize) -> Vec<Event> {
     let mut tx = pool.begin().await.unwrap();
     outbox_pg::publish_many(&mut *tx, &events).await.unwrap();
     tx.commit().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let page = read(pool, &ReadRequest::all().limit(1000)).await.unwrap();
-        if page.events.len() >= n {
-            return page.events;
-        }
-        assert!(Instant::now() < deadline, "the events did not become visible");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let visible = || async { read(pool, &ReadRequest::all().limit(1000)).await.unwrap().events };
+    until("the events to become visible", Duration::from_secs(30), || async { visible().await.len() >= n }).await;
+    visible().await
 }
 
 async fn set_cursor(pool: &PgPool, name: &str, at: Position) {
@@ -163,17 +158,13 @@ async fn metrics_parse_and_move_when_events_flow() {
     assert_eq!(value(&after, "outbox_list_requests_total", &[]), Some(1.0));
 
     // The open stream is on the shared tail, which polls for it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let now = scrape(&server).await;
-        let polls = value(&now, "outbox_tail_poll_duration_seconds_count", &[]).unwrap_or_default();
-        if polls > 0.0 {
-            assert!(value(&now, "outbox_tail_poll_duration_seconds_sum", &[]).is_some_and(|sum| sum > 0.0));
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the tail never polled for the open stream");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let polls = |samples: &[Sample]| value(samples, "outbox_tail_poll_duration_seconds_count", &[]).unwrap_or_default();
+    until("the tail to poll for the open stream", Duration::from_secs(30), || async {
+        polls(&scrape(&server).await) > 0.0
+    })
+    .await;
+    let now = scrape(&server).await;
+    assert!(value(&now, "outbox_tail_poll_duration_seconds_sum", &[]).is_some_and(|sum| sum > 0.0));
     drop(stream);
 }
 
@@ -212,11 +203,10 @@ async fn the_retention_role_prunes_and_counts() {
     let mut settings = config();
     settings.roles = outbox_server::config::Roles::parse("retention", "test").unwrap();
     let server = TestServer::start(&db, settings).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !read(&db.pool, &ReadRequest::all()).await.unwrap().events.is_empty() {
-        assert!(Instant::now() < deadline, "retention did not prune");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until("retention to prune", Duration::from_secs(30), || async {
+        read(&db.pool, &ReadRequest::all()).await.unwrap().events.is_empty()
+    })
+    .await;
     let samples = scrape(&server).await;
     assert_eq!(value(&samples, "outbox_retention_rows_deleted_total", &[]), Some(8.0));
     assert_eq!(get(server.addr, "/readyz", None).await.status, 200);

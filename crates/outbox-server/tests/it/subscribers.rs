@@ -1,7 +1,7 @@
 //! The `subscribers` role: in-process subscriptions fed by the same tail as `/watch`.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_core::{NewEvent, Pattern};
 use outbox_server::config::Roles;
@@ -29,11 +29,8 @@ async fn the_subscribers_role_feeds_subscriptions_from_the_streams_tail() {
         let event = NewEvent::new(event_type, tenant, "node/n1", json!({}));
         outbox_pg::publish(&db.pool, &event).await.expect("publish");
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while seen.lock().unwrap().len() < 2 {
-        assert!(Instant::now() < deadline, "the subscription never saw the events");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let saw_both = || std::future::ready(seen.lock().unwrap().len() >= 2);
+    outbox_e2e::wait::until("the subscription to see the events", Duration::from_secs(20), saw_both).await;
     assert_eq!(*seen.lock().unwrap(), ["node.joined", "node.left"]);
     let tail = server.app().state().service.tail().expect("the streams' shared tail");
     assert_eq!(tail.members(), 1, "the subscription is a member of the tail /watch uses");
