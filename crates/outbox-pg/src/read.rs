@@ -204,6 +204,7 @@ pub fn statement(request: &ReadRequest) -> String {
             LEFT JOIN LATERAL (
                 SELECT txid, seq, topic, payload FROM outbox
                 WHERE txid < s.xmin AND (txid, seq) > ($1, $2) {tenant}
+                    -- always true here: every shape takes the same seven binds
                     AND $3::bigint = $4 AND $6::text[] IS NULL AND $7::text IS NULL
                 ORDER BY txid, seq LIMIT $4
             ) o ON true"

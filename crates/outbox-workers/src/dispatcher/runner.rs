@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
-use outbox_pg::cursor::{self, Advance, Durability, OUTBOX_STREAM, sink_name};
+use outbox_pg::cursor::{self, Advance, Durability, OUTBOX_STREAM, Saved, sink_name};
 use outbox_pg::dead_letter::{self, NewDeadLetter};
 use outbox_pg::lease::{self, Lease, dispatch_name};
 use outbox_pg::read::{ReadPage, ReadRequest, head, read};
@@ -139,14 +139,7 @@ pub(super) struct Progress {
     /// Whether a failure was reported to `outbox_sink_health` and no recovery since.
     pub reported_failure: bool,
     /// A cursor save running beside the next delivery, and the position it saves.
-    pub saving: Option<(Position, JoinHandle<Saved>)>,
-}
-
-/// What a fenced cursor save came to.
-pub(super) enum Saved {
-    Advanced(Advance),
-    LeaseLost,
-    Failed(Failure),
+    pub saving: Option<(Position, JoinHandle<Result<Saved, Failure>>)>,
 }
 
 /// One sink's loop and everything it needs.
@@ -475,23 +468,25 @@ impl Runner {
     pub async fn saved(&self, progress: &mut Progress) -> Result<(), Step> {
         let Some((to, saving)) = progress.saving.take() else { return Ok(()) };
         let saved = saving.await.unwrap_or_else(|error| {
-            Saved::Failed(Failure { message: format!("saving the cursor failed: {error}"), retry_after: None })
+            Err(Failure { message: format!("saving the cursor failed: {error}"), retry_after: None })
         });
         self.settle_save(progress, to, saved, false)
     }
 
-    fn settle_save(&self, progress: &mut Progress, to: Position, saved: Saved, lettered: bool) -> Result<(), Step> {
-        let advance = match saved {
-            Saved::Advanced(advance) => advance,
+    fn settle_save(
+        &self,
+        progress: &mut Progress,
+        to: Position,
+        saved: Result<Saved, Failure>,
+        lettered: bool,
+    ) -> Result<(), Step> {
+        let now_at = match saved.map_err(Step::Failed)? {
             Saved::LeaseLost => {
                 self.update(|state| state.fenced_out += 1);
                 return Err(Step::LeaseLost);
             }
-            Saved::Failed(failure) => return Err(Step::Failed(failure)),
-        };
-        let now_at = match advance {
-            Advance::Moved => to,
-            Advance::AlreadyPast(stored) => {
+            Saved::Moved => to,
+            Saved::AlreadyPast(stored) => {
                 tracing::warn!(sink = self.sink.id(), %stored, %to, "the stored cursor was already past this batch");
                 stored.max(to)
             }
@@ -562,42 +557,41 @@ pub(super) async fn raised(mut flag: watch::Receiver<bool>) {
     }
 }
 
-/// Moves the cursor `name` to `to` (and writes `letter`) in one fenced transaction.
+/// Moves the cursor `name` to `to` (and writes `letter`) in one fenced statement or transaction.
 ///
 /// Progress may be lost in a crash (the events are delivered again, at least once), so the
 /// commit need not wait for the WAL flush; its order and the fence are unchanged.
-async fn save(pool: &PgPool, lease: &Lease, name: &str, to: Position, letter: Option<&NewDeadLetter<'_>>) -> Saved {
+async fn save(
+    pool: &PgPool,
+    lease: &Lease,
+    name: &str,
+    to: Position,
+    letter: Option<&NewDeadLetter<'_>>,
+) -> Result<Saved, Failure> {
     let saved = match letter {
-        None => {
-            cursor::save(pool, lease, OUTBOX_STREAM, name, to, Durability::Relaxed).await.map(|saved| match saved {
-                cursor::Saved::Moved => Some(Advance::Moved),
-                cursor::Saved::AlreadyPast(stored) => Some(Advance::AlreadyPast(stored)),
-                cursor::Saved::LeaseLost => None,
-            })
-        }
+        None => cursor::save(pool, lease, OUTBOX_STREAM, name, to, Durability::Relaxed).await,
         Some(letter) => save_with_letter(pool, lease, name, to, letter).await,
     };
-    match saved {
-        Ok(Some(advance)) => Saved::Advanced(advance),
-        Ok(None) => Saved::LeaseLost,
-        Err(error) => Saved::Failed(Failure::database(error)),
-    }
+    saved.map_err(Failure::database)
 }
 
-/// The dead letter and the cursor move in one fenced transaction; `None` when the lease was lost.
+/// The dead letter and the cursor move in one fenced transaction.
 async fn save_with_letter(
     pool: &PgPool,
     lease: &Lease,
     name: &str,
     to: Position,
     letter: &NewDeadLetter<'_>,
-) -> Result<Option<Advance>, outbox_pg::Error> {
-    let Some(mut fenced) = lease::begin_fenced(pool, lease).await? else { return Ok(None) };
+) -> Result<Saved, outbox_pg::Error> {
+    let Some(mut fenced) = lease::begin_fenced(pool, lease).await? else { return Ok(Saved::LeaseLost) };
     sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await?;
     dead_letter::record(&mut fenced, letter).await?;
     let advance = cursor::advance(&mut fenced, OUTBOX_STREAM, name, to).await?;
     fenced.commit().await?;
-    Ok(Some(advance))
+    Ok(match advance {
+        Advance::Moved => Saved::Moved,
+        Advance::AlreadyPast(stored) => Saved::AlreadyPast(stored),
+    })
 }
 
 /// A flag that never turns true.
