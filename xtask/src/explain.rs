@@ -5,7 +5,7 @@
 //! with the planner's custom plan and with the generic plan a cached prepared statement may
 //! switch to. Fails when a plan reads the outbox without an index or sorts it.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use outbox_core::{Pattern, Position};
 use outbox_pg::read::{HEAD_STATEMENT, MAX_LIMIT, ReadRequest, statement};
 use serde_json::Value;
@@ -24,12 +24,7 @@ pub fn run(rows: u64) -> anyhow::Result<()> {
 
 async fn explain_all(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
     fill(pool, rows).await?;
-    let middle: (String, i64) =
-        sqlx::query_as("SELECT txid::text, seq FROM outbox ORDER BY txid, seq OFFSET $1 LIMIT 1")
-            .bind(i64::try_from(rows / 2)?)
-            .fetch_one(pool)
-            .await?;
-    let middle = Position::new(middle.0.parse()?, u64::try_from(middle.1)?);
+    let middle = outbox_pg::testkit::position_at(pool, rows / 2).await?.context("no row in the middle")?;
     let cases = [
         ("global read from the start", ReadRequest::all().limit(100), "outbox_txid_seq"),
         ("global read from the middle", ReadRequest::all().after(middle).limit(100), "outbox_txid_seq"),

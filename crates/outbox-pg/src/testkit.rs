@@ -27,7 +27,7 @@ use outbox_core::{Event, Position};
 use crate::cursor::OUTBOX_STREAM;
 use crate::embedded::{EmbeddedOptions, EmbeddedPostgres};
 use crate::migrate::Migrator;
-use crate::read::{MAX_LIMIT, ReadRequest, read};
+use crate::read::{MAX_LIMIT, ReadRequest, head, read};
 use crate::{Result, Xid8};
 
 /// Where the test server is: a URL to its `postgres` database.
@@ -123,6 +123,40 @@ pub async fn set_cursor(pool: &PgPool, name: &str, at: Position) -> Result<()> {
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// The position of the row `offset` rows into the outbox in `(txid, seq)` order, visible to
+/// the xmin read or not; `None` past the end.
+pub async fn position_at(pool: &PgPool, offset: u64) -> Result<Option<Position>> {
+    let row: Option<(Xid8, i64)> = sqlx::query_as("SELECT txid, seq FROM outbox ORDER BY txid, seq OFFSET $1 LIMIT 1")
+        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(|(txid, seq)| Position::new(txid.0, u64::try_from(seq).unwrap_or(0))))
+}
+
+/// The newest committed row's position, visible to the xmin read or not.
+pub async fn newest_row(pool: &PgPool) -> Result<Option<Position>> {
+    let row: Option<(Xid8, i64)> = sqlx::query_as("SELECT txid, seq FROM outbox ORDER BY txid DESC, seq DESC LIMIT 1")
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(|(txid, seq)| Position::new(txid.0, u64::try_from(seq).unwrap_or(0))))
+}
+
+/// Waits until every row committed so far is visible to the xmin read (another database's
+/// open transaction holds the cluster's xmin back for a while), then returns the head.
+/// Panics after `patience`.
+pub async fn settle(pool: &PgPool, patience: Duration) -> Position {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let newest = newest_row(pool).await.unwrap_or_else(|e| panic!("reading the newest row: {e}"));
+        let head = head(pool).await.unwrap_or_else(|e| panic!("reading the head: {e}"));
+        if newest.is_none_or(|newest| head >= newest) {
+            return head;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the outbox never became visible up to {newest:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Every event `request` selects after its `after`, read page by page (1,000 at a time) with

@@ -113,13 +113,7 @@ async fn fill(pool: &PgPool, rows: u64) {
 }
 
 async fn position_at(pool: &PgPool, offset: u64) -> Position {
-    let (txid, seq): (String, i64) =
-        sqlx::query_as("SELECT txid::text, seq FROM outbox ORDER BY txid, seq OFFSET $1 LIMIT 1")
-            .bind(i64::try_from(offset).unwrap())
-            .fetch_one(pool)
-            .await
-            .unwrap();
-    Position::new(txid.parse().unwrap(), u64::try_from(seq).unwrap())
+    outbox_pg::testkit::position_at(pool, offset).await.expect("reading a position").expect("a row at the offset")
 }
 
 /// Latencies in milliseconds.

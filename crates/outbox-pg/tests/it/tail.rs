@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use outbox_core::{Event, NewEvent, Pattern, Position};
 use outbox_pg::read::{ReadRequest, head};
 use outbox_pg::tail::{Follower, Tail, TailOptions};
-use outbox_pg::testkit::{TestDb, read_to_end};
+use outbox_pg::testkit::{TestDb, read_to_end, settle};
 use rand::Rng;
 use serde_json::json;
 use tokio::sync::watch;
@@ -102,22 +102,8 @@ async fn followers_get_exactly_their_events_from_any_start() {
     }
     stop.store(true, Ordering::SeqCst);
     writing.await.expect("the writer");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let last = loop {
-        assert!(Instant::now() < deadline, "the committed rows never became visible");
-        // Wait until every committed row is visible (other tests' transactions hold xmin back).
-        let newest: Option<(String, i64)> =
-            sqlx::query_as("SELECT txid::text, seq FROM outbox ORDER BY txid DESC, seq DESC LIMIT 1")
-                .fetch_optional(&db.pool)
-                .await
-                .expect("the newest row");
-        let newest = newest.map(|(txid, seq)| Position::new(txid.parse().unwrap(), seq as u64));
-        let visible = head(&db.pool).await.expect("head");
-        if newest.is_some_and(|newest| visible >= newest) {
-            break visible;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    // Every committed row visible first (other tests' transactions hold xmin back).
+    let last = settle(&db.pool, Duration::from_secs(30)).await;
     set_target.send_replace(Some(last));
 
     for (request, start, handle) in followers {

@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use outbox_core::{Event, NewEvent, Position};
+use outbox_core::{Event, NewEvent};
 use outbox_http::{OutboxService, WatchOptions};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::testkit::TestDb;
@@ -130,21 +130,7 @@ impl TestServer {
 
     /// Waits until the newest row of the outbox is visible to the xmin read.
     pub async fn settle(&self) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let newest: Option<(String, i64)> =
-                outbox_pg::sqlx::query_as("SELECT txid::text, seq FROM outbox ORDER BY txid DESC, seq DESC LIMIT 1")
-                    .fetch_optional(self.pool())
-                    .await
-                    .expect("the newest row");
-            let head = outbox_pg::read::head(self.pool()).await.expect("the head");
-            let newest = newest.map(|(txid, seq)| Position::new(txid.parse().expect("a txid"), seq as u64));
-            if newest.is_none_or(|newest| head >= newest) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "the outbox never became visible up to {newest:?}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        outbox_pg::testkit::settle(self.pool(), PATIENCE).await;
     }
 
     /// Waits until `condition` holds, polling every few milliseconds; panics after `PATIENCE`.
