@@ -3,17 +3,17 @@
 //! Every stream registers its [`Grant`] while it is open and unregisters when
 //! it ends (its registration is dropped with the response body). A revocation
 //! names the streams to close with a [`Selector`]; [`WatchRegistry::close_where`]
-//! removes each matching entry and hands it the reason through its own
-//! `tokio::sync::watch` channel. The stream checks that channel before every
+//! removes each matching entry and hands it the reason through the signal the entry
+//! shares with its stream (a reason set once, and a wake-up). The stream checks it before every
 //! frame it sends and between reading the outbox and sending what it read, so
 //! nothing read after the revocation reaches the client: the stream's last
 //! frame is `event: error` with `{"code":"ACCESS_DENIED","message":<reason>}`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::Grant;
 
@@ -107,10 +107,19 @@ struct Inner {
     next_id: AtomicU64,
 }
 
-/// One open stream: the grant it was opened with and the channel that tells it why it must end.
+/// One open stream: the grant it was opened with and the signal that tells it why it must end.
 struct Entry {
     grant: Arc<Grant>,
-    revoke: watch::Sender<Option<String>>,
+    revoked: Arc<Revoked>,
+}
+
+/// Why a stream must end, set once, and the wake-up of the stream that waits for it. Kept
+/// small on purpose: every open stream holds one (a `tokio::sync::watch` channel is a few
+/// hundred bytes).
+#[derive(Default)]
+struct Revoked {
+    reason: OnceLock<String>,
+    wake: Notify,
 }
 
 impl WatchRegistry {
@@ -132,7 +141,9 @@ impl WatchRegistry {
         // Removing while iterating would deadlock on a shard lock: collect first, then remove.
         let mut closed = 0;
         for (_, entry) in selected.into_iter().filter_map(|id| self.inner.streams.remove(&id)) {
-            entry.revoke.send_replace(Some(reason.to_owned()));
+            let _ = entry.revoked.reason.set(reason.to_owned());
+            // A permit when the stream is not waiting yet: its next wait ends at once.
+            entry.revoked.wake.notify_one();
             closed += 1;
         }
         closed
@@ -151,8 +162,8 @@ impl WatchRegistry {
     /// Registers a stream opened with `grant`; it stays registered until the result is dropped.
     pub(crate) fn register(&self, grant: Arc<Grant>) -> Registration {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let (revoke, revoked) = watch::channel(None);
-        self.inner.streams.insert(id, Entry { grant, revoke });
+        let revoked = Arc::new(Revoked::default());
+        self.inner.streams.insert(id, Entry { grant, revoked: revoked.clone() });
         Registration { id, registry: self.clone(), revoked }
     }
 }
@@ -167,28 +178,22 @@ impl std::fmt::Debug for WatchRegistry {
 pub(crate) struct Registration {
     id: u64,
     registry: WatchRegistry,
-    revoked: watch::Receiver<Option<String>>,
+    revoked: Arc<Revoked>,
 }
 
 impl Registration {
     /// Why the stream was revoked, once it was.
     pub(crate) fn revocation(&self) -> Option<String> {
-        if let Some(reason) = self.revoked.borrow().clone() {
-            return Some(reason);
-        }
-        // The sender lives in the registry entry; gone without a reason means removed.
-        self.revoked.has_changed().is_err().then(|| "the stream was closed".to_owned())
+        self.revoked.reason.get().cloned()
     }
 
-    /// Resolves when the revocation signal changes (or its sender is gone).
+    /// Resolves when the stream is revoked (at once when it was revoked since the last call).
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: a change is never lost, [`Registration::revocation`] reads it.
-    pub(crate) async fn changed(&mut self) {
-        if self.revoked.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
+    /// Cancel safe: a revocation is never lost, [`Registration::revocation`] reads it.
+    pub(crate) async fn changed(&self) {
+        self.revoked.wake.notified().await;
     }
 }
 

@@ -11,6 +11,7 @@ use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
 use outbox_core::{Catalog, ErrorCode};
 use outbox_pg::Publisher;
+use outbox_pg::head::SharedHead;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::Tail;
 use tokio::sync::watch;
@@ -40,6 +41,8 @@ pub struct OutboxService {
     pub(crate) body_limit: usize,
     pub(crate) stats: Arc<HttpStats>,
     tail: Arc<OnceLock<Tail>>,
+    /// Where streams "from now" find the head, one read for all that open together.
+    pub(crate) heads: SharedHead,
     shutdown: Arc<watch::Sender<bool>>,
 }
 
@@ -48,6 +51,7 @@ impl OutboxService {
     /// the SPEC's stream options, a registry of its own and the built-in catalog.
     pub fn new(pool: PgPool, authorizer: Arc<dyn Authorizer>) -> OutboxService {
         OutboxService {
+            heads: SharedHead::new(pool.clone()),
             pool,
             authorizer,
             options: WatchOptions::default(),

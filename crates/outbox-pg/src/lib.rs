@@ -3,6 +3,7 @@
 //! - [`migrate`]: the migration runner and the embedded SQL of owner `core` (SPEC §2).
 //! - [`publish()`] and [`publish_many()`]: write events into the caller's transaction (SPEC §3.1).
 //! - [`read`]: the xmin read, the one way every reader takes rows from the outbox (SPEC §4).
+//! - [`head`]: the head read once for every caller asking at the same time.
 //! - [`retention`]: which cursors hold the outbox, and the small deletes of retention (SPEC §9).
 //! - [`inspect`]: long transactions, the xmin horizon's age and expired leases, for the doctor.
 //! - [`tail`]: the shared tail, one reader per process for every live consumer, and the
@@ -32,6 +33,7 @@ pub mod cursor;
 pub mod dead_letter;
 pub mod embedded;
 mod error;
+pub mod head;
 pub mod inspect;
 pub mod lease;
 pub mod migrate;

@@ -22,8 +22,8 @@ use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use outbox_core::{ErrorCode, Pattern, Position};
+use outbox_pg::head::SharedHead;
 use outbox_pg::read::ReadRequest;
-use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::Tail;
 
 pub use options::WatchOptions;
@@ -55,7 +55,7 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
     let from_now = start.is_none();
     let start = match start {
         Some(start) => start,
-        None => head(&service.pool, tail.as_ref()).await?,
+        None => head(&service.heads, tail.as_ref()).await?,
     };
     // One grant for the registry and the stream.
     let grant = Arc::new(grant);
@@ -78,9 +78,9 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
 /// before it was already visible when the head was read, so none of them is after the head.
 /// Both are complete for every tenant, so such a stream joins the tail without a read of
 /// its own.
-async fn head(pool: &PgPool, tail: Option<&Tail>) -> Result<Position, ApiError> {
+async fn head(heads: &SharedHead, tail: Option<&Tail>) -> Result<Position, ApiError> {
     let tail_position = tail.and_then(Tail::position);
-    let head = outbox_pg::read::head(pool).await.map_err(|e| ApiError::from_pg("finding the head", e))?;
+    let head = heads.head().await.map_err(|e| ApiError::from_pg("finding the head", e))?;
     Ok(tail_position.map_or(head, |position| position.max(head)))
 }
 
@@ -105,10 +105,13 @@ fn sse_response(stream: WatchStream) -> Response<Body> {
     .fuse(); // an ended stream stays ended, however often the body is polled
     let mut response = Response::new(BodyExt::boxed(StreamBody::new(SyncStream::new(frames))));
     *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
+    // Sized for exactly these: hyper keeps a connection's last response headers for reuse,
+    // so an open stream holds them as long as it lives.
+    let mut headers = HeaderMap::with_capacity(3);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    *response.headers_mut() = headers;
     response
 }
 

@@ -3,6 +3,7 @@
 mod concurrency;
 mod cursor;
 mod dead_letter;
+mod head;
 mod lease;
 mod migrate;
 mod publish;
