@@ -64,6 +64,12 @@ enum Command {
     },
 }
 
+/// The `outbox` binary's allocator, so that `bench fanout`'s server process measures what the
+/// server's would.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -9,6 +9,14 @@ use outbox_server::cli::{Cli, Command, DeadLettersCommand, SinksCommand, TokenCo
 use outbox_server::commands;
 use outbox_server::config::ConfigError;
 
+/// jemalloc rather than the system's allocator: an idle `/watch` stream holds less resident
+/// memory with it (`cargo xtask bench fanout`, `docs/development.md`). With glibc's, a
+/// connection's large and mostly untouched buffers (hyper's 8 KiB for reading and for
+/// writing) often land on pages that earlier short-lived work had made resident.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("OUTBOX_LOG").unwrap_or_else(|_| "info".into()))
