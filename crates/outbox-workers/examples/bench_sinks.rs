@@ -25,6 +25,11 @@ use outbox_workers::encoding::Encoder;
 use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig};
 use serde_json::json;
 
+/// The `outbox` binary's allocator, so that the dispatcher runs as it would there.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Contender {
     NatsSink,
