@@ -8,7 +8,7 @@ use std::time::Duration;
 use outbox_core::NewEvent;
 use outbox_pg::head::SharedHead;
 use outbox_pg::read::head;
-use outbox_pg::testkit::TestDb;
+use outbox_pg::testkit::{TestDb, newest_row, settle};
 use serde_json::json;
 
 #[derive(PartialEq)]
@@ -72,13 +72,16 @@ async fn callers_share_reads_and_never_get_a_head_older_than_their_call() {
 }
 
 #[tokio::test]
-async fn a_commit_before_the_call_is_in_the_head() {
+async fn a_commit_visible_before_the_call_is_in_the_head() {
     let db = TestDb::new().await;
     let heads = SharedHead::new(db.pool.clone());
     for n in 0..20 {
         publish_one(&db.pool, n, SyncCommit::On).await;
-        let newest = head(&db.pool).await.expect("own head");
-        assert_eq!(heads.head().await.expect("shared head"), newest, "after commit {n}");
+        // Visible to the xmin read first: another test's open transaction can hold it back.
+        settle(&db.pool, Duration::from_secs(30)).await;
+        let committed = newest_row(&db.pool).await.expect("the newest row").expect("a row");
+        let shared = heads.head().await.expect("shared head");
+        assert!(shared >= committed, "after commit {n}: the head {shared} is before the commit at {committed}");
     }
     assert_eq!(heads.reads(), 20, "one read per caller when none overlap");
 }
@@ -91,7 +94,7 @@ async fn a_caller_that_gives_up_leaves_the_others_served() {
     // Dropped while its read is in flight: the read still completes in its own task.
     let gave_up = tokio::time::timeout(Duration::ZERO, heads.head()).await;
     assert!(gave_up.is_err(), "a zero timeout ends the call before any read answers");
-    let newest = head(&db.pool).await.expect("own head");
+    let newest = settle(&db.pool, Duration::from_secs(30)).await;
     let shared = tokio::time::timeout(Duration::from_secs(10), heads.head()).await;
     assert_eq!(shared.expect("no answer: the shared head is stuck").expect("shared head"), newest);
 }
