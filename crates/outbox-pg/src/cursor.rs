@@ -34,6 +34,7 @@ use sqlx::{AssertSqlSafe, PgExecutor};
 
 use crate::lease::{Fenced, Lease};
 use crate::read::ReadRequest;
+use crate::xid8::position;
 use crate::{Result, Xid8};
 
 /// The stream of every cursor over the `outbox` table.
@@ -186,8 +187,4 @@ pub async fn lag<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest, cap: 
         .fetch_one(executor)
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))
-}
-
-fn position(txid: Xid8, seq: i64) -> Position {
-    Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
 }

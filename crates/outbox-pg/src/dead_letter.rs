@@ -36,6 +36,7 @@ use sqlx::{AssertSqlSafe, PgExecutor};
 use time::OffsetDateTime;
 
 use crate::lease::Fenced;
+use crate::xid8::position;
 use crate::{Result, Xid8};
 
 /// A dead letter as stored; it serializes as the API and the CLI show it (camelCase, times
@@ -135,7 +136,7 @@ fn from_row(row: Row) -> DeadLetter {
     DeadLetter {
         id,
         sink,
-        position: Position::new(txid.0, u64::try_from(seq).unwrap_or(0)),
+        position: position(txid, seq),
         event,
         error,
         attempts: u32::try_from(attempts).unwrap_or(0),

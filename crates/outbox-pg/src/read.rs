@@ -21,6 +21,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgExecutor};
 
+use crate::xid8::position;
 use crate::{Error, Result, Xid8};
 
 /// The most events one read returns (the history API's own maximum).
@@ -293,11 +294,6 @@ fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result
     let next_after = events.last().map_or(after, |e| e.sequence);
     let complete_through = complete_through(next_after, more, xmin);
     Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
-}
-
-fn position(txid: Xid8, seq: i64) -> Position {
-    // seq is a bigserial and never negative.
-    Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
 }
 
 fn event_from_row(position: Position, topic: Option<String>, payload: Option<Json<StoredPayload>>) -> Result<Event> {

@@ -35,6 +35,7 @@ use outbox_core::Position;
 use sqlx::PgExecutor;
 
 use crate::cursor::OUTBOX_STREAM;
+use crate::xid8::position;
 use crate::{Result, Xid8};
 
 /// The name of the lease the retention job holds.
@@ -160,10 +161,6 @@ pub async fn backlog<'e>(executor: impl PgExecutor<'e>, cursor: Position, min_ag
 
 fn seq_of(position: Position) -> i64 {
     i64::try_from(position.seq).unwrap_or(i64::MAX)
-}
-
-fn position(txid: Xid8, seq: i64) -> Position {
-    Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
 }
 
 #[cfg(test)]

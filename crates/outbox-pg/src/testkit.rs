@@ -28,6 +28,7 @@ use crate::cursor::OUTBOX_STREAM;
 use crate::embedded::{EmbeddedOptions, EmbeddedPostgres};
 use crate::migrate::Migrator;
 use crate::read::{MAX_LIMIT, ReadRequest, head, read};
+use crate::xid8::position;
 use crate::{Result, Xid8};
 
 /// Where the test server is: a URL to its `postgres` database.
@@ -132,7 +133,7 @@ pub async fn position_at(pool: &PgPool, offset: u64) -> Result<Option<Position>>
         .bind(i64::try_from(offset).unwrap_or(i64::MAX))
         .fetch_optional(pool)
         .await?;
-    Ok(row.map(|(txid, seq)| Position::new(txid.0, u64::try_from(seq).unwrap_or(0))))
+    Ok(row.map(|(txid, seq)| position(txid, seq)))
 }
 
 /// The newest committed row's position, visible to the xmin read or not.
@@ -140,7 +141,7 @@ pub async fn newest_row(pool: &PgPool) -> Result<Option<Position>> {
     let row: Option<(Xid8, i64)> = sqlx::query_as("SELECT txid, seq FROM outbox ORDER BY txid DESC, seq DESC LIMIT 1")
         .fetch_optional(pool)
         .await?;
-    Ok(row.map(|(txid, seq)| Position::new(txid.0, u64::try_from(seq).unwrap_or(0))))
+    Ok(row.map(|(txid, seq)| position(txid, seq)))
 }
 
 /// Waits until every row committed so far is visible to the xmin read (another database's

@@ -1,5 +1,6 @@
 //! `xid8`, PostgreSQL's 64-bit transaction id, which sqlx does not decode by itself.
 
+use outbox_core::Position;
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::Oid;
@@ -11,6 +12,12 @@ use sqlx::{Decode, Encode, Postgres, Type};
 pub struct Xid8(pub u64);
 
 const XID8_OID: Oid = Oid(5069);
+
+/// The position of an outbox row from its `txid` and `seq` columns (`seq` is a bigserial,
+/// never negative).
+pub(crate) fn position(txid: Xid8, seq: i64) -> Position {
+    Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
+}
 
 impl Type<Postgres> for Xid8 {
     fn type_info() -> PgTypeInfo {
