@@ -11,7 +11,9 @@
 //! streams, so the machine's noise falls on all of them; the lines printed are the rates and
 //! the three ratios.
 //!
-//! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`.
+//! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY=<prefix>`
+//! runs only the contenders whose label starts with it (to profile one, e.g.
+//! `BENCH_SINKS_ONLY="redis sink ("`); a ratio is printed only when both its sides ran.
 
 use std::time::{Duration, Instant};
 
@@ -88,9 +90,13 @@ async fn main() {
     let redis = client.get_multiplexed_async_connection().await.expect("connecting to Redis");
     let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis };
 
+    eprintln!("bench sinks: published {count} events");
+    let only = std::env::var("BENCH_SINKS_ONLY").ok();
+    let chosen: Vec<Contender> =
+        Contender::ALL.into_iter().filter(|c| only.as_deref().is_none_or(|only| c.label().starts_with(only))).collect();
     let mut totals = [Duration::ZERO; Contender::ALL.len()];
     for round in 0..rounds {
-        let mut order = Contender::ALL.to_vec();
+        let mut order = chosen.clone();
         if round % 2 == 1 {
             order.reverse();
         }
@@ -104,7 +110,7 @@ async fn main() {
     println!(
         "bench sinks: {count} events per contender per round, batch {batch}, {rounds} rounds, contenders alternating"
     );
-    for (slot, contender) in Contender::ALL.iter().enumerate() {
+    for (slot, contender) in Contender::ALL.iter().enumerate().filter(|(_, c)| chosen.contains(c)) {
         println!("  {:<30} {:>10.0} events/s", contender.label(), rate(slot));
     }
     for (ours, bare, what, target) in [
@@ -112,6 +118,9 @@ async fn main() {
         (2, 3, "redis sink / bare pipelined XADD", 0.7),
         (5, 4, "redis sink: nats down / nats healthy", 0.9),
     ] {
+        if !chosen.contains(&Contender::ALL[ours]) || !chosen.contains(&Contender::ALL[bare]) {
+            continue;
+        }
         let ratio = rate(ours) / rate(bare);
         let verdict = if ratio >= target { "meets" } else { "MISSES" };
         println!("  {what:<38} {ratio:.2}  ({verdict} target >= {target:.2})");

@@ -41,31 +41,60 @@ enum Call {
 }
 
 impl Runner {
-    /// Delivers `page`, bisecting failures; see the module documentation.
+    /// Delivers `page` in batches of the sink's size, bisecting failures; see the module
+    /// documentation. Each batch's cursor save runs beside the next batch's delivery.
     pub(super) async fn deliver_page(&mut self, lease: &Lease, progress: &mut Progress, page: &ReadPage) -> Step {
         let events = &page.events;
+        let mut start = 0;
+        while start < events.len() {
+            let end = (start + self.batch).min(events.len());
+            if let Err(step) = self.deliver_batch(lease, progress, page, start..end).await {
+                return step;
+            }
+            // A filtered page may have scanned past its last event: its last batch records
+            // where the page ended. Only the page's last save, when nothing follows, is
+            // waited for.
+            let recorded = if end < events.len() {
+                self.record_behind(lease, progress, events[end - 1].sequence).await
+            } else if page.more {
+                self.record_behind(lease, progress, page.next_after).await
+            } else {
+                self.record(lease, progress, page.next_after, None).await
+            };
+            if let Err(step) = recorded {
+                return step;
+            }
+            start = end;
+        }
+        Step::Progressed
+    }
+
+    /// Delivers `page.events[batch]`, bisecting failures. `Err` ends the page with that step
+    /// (the loop reads on from the cursor, past any event settled here).
+    async fn deliver_batch(
+        &mut self,
+        lease: &Lease,
+        progress: &mut Progress,
+        page: &ReadPage,
+        batch: Range<usize>,
+    ) -> Result<(), Step> {
+        let events = &page.events;
         let mut pending: Vec<Range<usize>> = Vec::with_capacity(32);
-        pending.push(0..events.len());
+        pending.push(batch);
         while let Some(range) = pending.pop() {
             match self.call(&events[range.clone()]).await {
-                Call::Interrupted(interruption) => return interruption.into(),
-                // The last range is recorded with the page's end, below.
+                Call::Interrupted(interruption) => return Err(interruption.into()),
+                // The last range is recorded with the batch, by the caller.
                 Call::Delivered if pending.is_empty() => self.note_delivered(progress, &events[range]),
-                Call::Delivered => {
-                    if let Err(step) = self.delivered(lease, progress, &events[range]).await {
-                        return step;
-                    }
-                }
+                Call::Delivered => self.delivered(lease, progress, &events[range]).await?,
                 Call::Failed(error) => {
                     if let Some(index) = error.failed_at().filter(|index| *index < range.len()) {
                         let failing = range.start + index;
-                        if let Err(step) = self.delivered(lease, progress, &events[range.start..failing]).await {
-                            return step;
-                        }
-                        return self.settle(lease, progress, page, failing, error).await;
+                        self.delivered(lease, progress, &events[range.start..failing]).await?;
+                        return Err(self.settle(lease, progress, page, failing, error).await);
                     }
                     if range.len() == 1 {
-                        return self.settle(lease, progress, page, range.start, error).await;
+                        return Err(self.settle(lease, progress, page, range.start, error).await);
                     }
                     let middle = range.start + range.len() / 2;
                     pending.push(middle..range.end);
@@ -73,17 +102,7 @@ impl Runner {
                 }
             }
         }
-        // The whole page went through; a filtered page may have scanned past its last event.
-        // When another page follows, its delivery need not wait for this save.
-        let recorded = if page.more {
-            self.record_behind(lease, progress, page.next_after).await
-        } else {
-            self.record(lease, progress, page.next_after, None).await
-        };
-        match recorded {
-            Ok(()) => Step::Progressed,
-            Err(step) => step,
-        }
+        Ok(())
     }
 
     /// Records that `delivered` (possibly empty) went through.

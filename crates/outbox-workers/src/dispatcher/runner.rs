@@ -7,7 +7,7 @@ use outbox_core::{Event, Position};
 use outbox_pg::cursor::{self, Advance, Durability, OUTBOX_STREAM, Saved, sink_name};
 use outbox_pg::dead_letter::{self, NewDeadLetter};
 use outbox_pg::lease::{self, Lease, dispatch_name};
-use outbox_pg::read::{ReadPage, ReadRequest, head, read};
+use outbox_pg::read::{MAX_LIMIT, ReadPage, ReadRequest, head, read};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::{sink_health, sqlx};
 use parking_lot::Mutex;
@@ -23,6 +23,10 @@ use crate::{Sink, SinkError};
 
 /// How often a sink saves a cursor that only moved over rows its filter skipped.
 const SKIP_SAVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How many batches one read takes at most (within the read limit): fewer statements per
+/// event, each page delivered batch by batch.
+const BATCHES_PER_READ: usize = 4;
 
 /// Why a lease was given up.
 enum End {
@@ -404,7 +408,8 @@ impl Runner {
 
     /// What reads this sink's pages.
     fn reader(&self) -> PageReader {
-        PageReader { pool: self.pool.clone(), request: self.request(None, self.batch) }
+        let page = (self.batch * BATCHES_PER_READ).clamp(self.batch, MAX_LIMIT);
+        PageReader { pool: self.pool.clone(), request: self.request(None, page) }
     }
 
     pub fn request(&self, after: Option<Position>, limit: usize) -> ReadRequest {

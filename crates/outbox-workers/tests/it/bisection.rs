@@ -76,6 +76,39 @@ async fn a_poison_event_next_to_the_end_is_isolated_within_the_call_bound() {
     check_poison(998).await;
 }
 
+/// A poison event in the third batch of a page that holds four: the batches before it are
+/// delivered and saved whole, the part of its batch before it is recorded before it is tried
+/// alone, and no call ever holds more than one batch.
+#[tokio::test]
+async fn a_poison_event_in_a_later_batch_of_a_page_is_isolated_after_the_batches_before_it() {
+    let db = db().await;
+    record_history(&db.pool, "later").await;
+    let events = publish_and_read(&db.pool, &numbered(100)).await;
+    let sink = refusing("later", &events[60].id);
+    let dispatcher =
+        Dispatcher::start(db.pool.clone(), fast_config(), vec![SinkSpec::new(sink.clone()).batch(25)]).unwrap();
+    let last = events.last().unwrap().sequence;
+    wait_for("the cursor to pass every event", || async { cursor_of(&db.pool, "later").await == Some(last) }).await;
+    dispatcher.shutdown().await;
+
+    let mut expected = events.clone();
+    let dead = expected.remove(60);
+    assert_eq!(sink.delivered(), expected, "the other 99 in order, once each");
+    let letters = dead_letter::list(&db.pool, &ListRequest::pending("later")).await.unwrap();
+    assert_eq!(letters.iter().map(|letter| &letter.event).collect::<Vec<_>>(), [&dead]);
+
+    let calls = sink.calls();
+    assert!(calls.iter().all(|call| call.positions.len() <= 25), "a call held more than one batch");
+    let first_two: Vec<Vec<_>> = calls.iter().take(2).map(|call| call.positions.clone()).collect();
+    let batches: Vec<Vec<_>> = events[..50].chunks(25).map(|b| b.iter().map(|e| e.sequence).collect()).collect();
+    assert_eq!(first_two, batches, "the first two batches went as they were");
+    let writes = cursor_writes(&history(&db.pool).await);
+    assert!(writes.windows(2).all(|w| w[0] < w[1]), "the cursor moved backwards or stood still: {writes:?}");
+    for (before, what) in [(24, "the first batch"), (49, "the second batch"), (59, "the part before the poison")] {
+        assert!(writes.contains(&events[before].sequence), "{what} was not recorded: {writes:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_poison_event_at_the_head_waits_for_a_later_event_to_judge_it() {
     let db = db().await;

@@ -5,13 +5,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use outbox_core::{Event, NewEvent, Pattern};
+use outbox_core::{Event, NewEvent, Pattern, Position};
 use outbox_pg::lease::{self, dispatch_name};
 use outbox_workers::{Dispatcher, DispatcherConfig, Sink, SinkError, SinkFilter, SinkSpec, SinkState, sink_status};
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::support::{ScriptedSink, cursor_of, db, fast_config, numbered, publish_and_read, wait_for};
+use crate::support::{
+    ScriptedSink, cursor_of, cursor_writes, db, fast_config, history, numbered, publish_and_read, record_history,
+    wait_for,
+};
 
 #[tokio::test]
 async fn delivers_every_event_once_in_order_and_saves_the_cursor() {
@@ -31,6 +34,29 @@ async fn delivers_every_event_once_in_order_and_saves_the_cursor() {
     assert_eq!(status.lease_holder.as_deref(), Some(dispatcher.holder()));
     wait_for("the sink to go idle", || async { dispatcher.status().await.unwrap()[0].state == SinkState::Idle }).await;
     dispatcher.shutdown().await;
+}
+
+/// A read takes several batches at once; each still goes to the sink on its own and has its
+/// own cursor save, in order, with nothing coalesced or skipped.
+#[tokio::test]
+async fn every_batch_of_a_page_is_a_call_of_its_own_and_saved_in_order() {
+    let db = db().await;
+    record_history(&db.pool, "pages").await;
+    let events = publish_and_read(&db.pool, &numbered(203)).await;
+    let sink = ScriptedSink::accepting("pages");
+    let dispatcher =
+        Dispatcher::start(db.pool.clone(), fast_config(), vec![SinkSpec::new(sink.clone()).batch(25)]).expect("start");
+    let last = events.last().unwrap().sequence;
+    wait_for("the cursor to reach the last event", || async { cursor_of(&db.pool, "pages").await == Some(last) }).await;
+    dispatcher.shutdown().await;
+
+    assert_eq!(sink.delivered(), events);
+    let calls = sink.calls();
+    let sizes: Vec<usize> = calls.iter().map(|call| call.positions.len()).collect();
+    let expected: Vec<usize> = events.chunks(25).map(<[Event]>::len).collect();
+    assert_eq!(sizes, expected, "every call but the last is a full batch");
+    let batch_ends: Vec<Position> = calls.iter().map(|call| *call.positions.last().unwrap()).collect();
+    assert_eq!(cursor_writes(&history(&db.pool).await), batch_ends, "one save per batch, in order");
 }
 
 #[tokio::test]
