@@ -242,7 +242,7 @@ impl Receiver {
                     async move {
                         let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
                         let event: Event = serde_json::from_slice(&body).expect("a JSON event");
-                        let poison = event.data["poison"] == json!(true);
+                        let poison = event.data.value()["poison"] == json!(true);
                         let status = if poison && refuse.load(Ordering::SeqCst) {
                             400
                         } else {

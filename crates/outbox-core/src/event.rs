@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::Position;
+use crate::{Data, Position};
 
 /// An event to publish. The outbox adds its `id` and `time` when it writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,8 +52,8 @@ pub struct Event {
     pub time: OffsetDateTime,
     /// Its position, written dotted.
     pub sequence: Position,
-    /// The event's own fields.
-    pub data: Value,
+    /// The event's own fields, as compact JSON text; see [`Data`].
+    pub data: Data,
 }
 
 /// `time` as RFC 3339 in UTC with exactly three fraction digits and `Z`,
@@ -104,7 +104,7 @@ mod tests {
             subject: "reservation/rsv_01".into(),
             time: datetime!(2026-09-24 12:15:02.114_9 +02:00),
             sequence: Position::new(88213, 51120),
-            data: json!({"state": "active"}),
+            data: json!({"state": "active"}).into(),
         };
         let text = serde_json::to_string(&event).unwrap();
         assert_eq!(

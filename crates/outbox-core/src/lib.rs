@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+mod data;
 mod error;
 mod event;
 pub mod pattern;
@@ -29,6 +30,7 @@ mod position;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogEntry};
+pub use data::Data;
 pub use error::ErrorCode;
 pub use event::{Event, NewEvent, millis};
 pub use pattern::{Pattern, PatternError};

@@ -15,9 +15,8 @@
 //! [`ReadPage::next_after`], so a reader whose filter matches nothing still
 //! advances instead of re-scanning the same rows forever.
 
-use outbox_core::{Event, Pattern, Position, millis};
+use outbox_core::{Data, Event, Pattern, Position, millis};
 use serde::Deserialize;
-use serde_json::Value;
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgExecutor};
 
@@ -243,7 +242,7 @@ struct StoredPayload {
     subject: String,
     time: String,
     #[serde(default)]
-    data: Value,
+    data: Data,
 }
 
 fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usize) -> Result<ReadPage> {

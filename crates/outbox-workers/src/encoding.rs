@@ -5,9 +5,8 @@
 //! rather than taken from the generated code in `outbox-http`, which this crate must
 //! not depend on. Its fields and tags mirror `outbox.v1.Event`; a test pins them.
 
-use outbox_core::{Event, millis};
+use outbox_core::{Data, Event, millis};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The encoding a sink writes events in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,7 +91,7 @@ struct CloudEvent<'a> {
     subject: &'a str,
     time: String,
     datacontenttype: &'static str,
-    data: &'a Value,
+    data: &'a Data,
     tenantid: &'a str,
     sequence: String,
 }
@@ -161,6 +160,8 @@ mod tests {
     use serde_json::json;
     use time::macros::datetime;
 
+    use serde_json::Value;
+
     use super::*;
 
     fn event() -> Event {
@@ -171,7 +172,7 @@ mod tests {
             subject: "reservation/rsv_01".into(),
             time: datetime!(2026-09-24 10:15:02.114 UTC),
             sequence: Position::new(88213, 51120),
-            data: json!({"state": "active"}),
+            data: json!({"state": "active"}).into(),
         }
     }
 

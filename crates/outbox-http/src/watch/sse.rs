@@ -64,7 +64,7 @@ mod tests {
             subject: "reservation/r1".into(),
             time: datetime!(2026-09-24 10:15:02.114 UTC),
             sequence: Position::new(88213, 51120),
-            data: json!({"note": "two\nlines"}),
+            data: json!({"note": "two\nlines"}).into(),
         };
         assert_eq!(
             event_frame_text(&event),

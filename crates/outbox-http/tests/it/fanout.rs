@@ -213,7 +213,7 @@ async fn two_hundred_streams_over_twenty_tenants_get_exactly_their_events() {
             spec.tenant,
             spec.filter
         );
-        assert!(received.iter().all(|e| e.data["rolledBack"] == false));
+        assert!(received.iter().all(|e| e.data.value()["rolledBack"] == false));
     }
     let total: usize = expected.iter().map(Vec::len).sum();
     assert!(total > 1_000, "enough deliveries to mean something: {total}");

@@ -114,7 +114,7 @@ async fn check_exact_resume(filter: Option<&str>) {
 
     let ids = |events: &[Event]| events.iter().map(|e| (e.sequence, e.id.clone())).collect::<Vec<_>>();
     assert_eq!(ids(&received), ids(&expected), "every event exactly once, in order");
-    assert!(received.iter().all(|e| e.tenant_id == "acme" && e.data["rolledBack"] == false));
+    assert!(received.iter().all(|e| e.tenant_id == "acme" && e.data.value()["rolledBack"] == false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

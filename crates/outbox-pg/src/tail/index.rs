@@ -191,7 +191,7 @@ mod tests {
             subject: "node/n1".into(),
             time: time::OffsetDateTime::UNIX_EPOCH,
             sequence: Position::new(1, 1),
-            data: json!({}),
+            data: json!({}).into(),
         }
     }
 

@@ -47,10 +47,23 @@ async fn the_commit_order_gap_loses_events_for_seq_readers_but_not_for_the_xmin_
 
     // The xmin reader now gives both, in (txid, seq) order: A, then B.
     let events = read_until(&db.pool, ReadRequest::all(), 2).await;
-    let who: Vec<&serde_json::Value> = events.iter().map(|e| &e.data["who"]).collect();
-    assert_eq!(who, [&json!("A"), &json!("B")]);
+    let who: Vec<serde_json::Value> = events.iter().map(|e| e.data.value()["who"].clone()).collect();
+    assert_eq!(who, [json!("A"), json!("B")]);
     assert!(events[0].sequence < events[1].sequence);
     assert!(events[0].sequence.txid < events[1].sequence.txid);
+}
+
+/// PostgreSQL writes `jsonb` as `{"a": 1, ...}`; a read hands `data` on as compact text,
+/// with the spaces inside its strings kept, equal to what was published.
+#[tokio::test]
+async fn data_comes_back_as_compact_json_equal_to_what_was_published() {
+    let db = TestDb::new().await;
+    let data = json!({"a": 1, "list": [1, 2.5, {"k": "x, y: z"}], "note": "two  spaces \"quoted\"", "none": null});
+    publish(&db.pool, &event("node.joined", "acme", data.clone())).await.unwrap();
+    let events = read_until(&db.pool, ReadRequest::all(), 1).await;
+    assert_eq!(events[0].data, data);
+    assert_eq!(events[0].data.get(), serde_json::to_string(&data).unwrap());
+    assert_eq!(events[0].data.parse::<serde_json::Value>().unwrap(), data);
 }
 
 #[tokio::test]
@@ -63,7 +76,7 @@ async fn the_tenant_is_part_of_the_query() {
     // A limit smaller than the tenant's rows: a filter applied after the query would return
     // fewer than 3 (the first 3 rows hold one acme event), the query filter returns 3.
     let acme = read(&db.pool, &ReadRequest::tenant("acme").limit(3)).await.unwrap();
-    let ns: Vec<u64> = acme.events.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+    let ns: Vec<u64> = acme.events.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
     assert_eq!(ns, [0, 3, 6]);
     assert!(acme.more);
     assert_eq!(acme.next_after, all[6].sequence);
@@ -94,7 +107,7 @@ async fn pages_follow_each_other_without_gap_or_repeat() {
         request.after = Some(page.next_after);
     }
     assert_eq!(sizes, [(100, true), (100, true), (50, false)]);
-    let ns: Vec<u64> = seen.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+    let ns: Vec<u64> = seen.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
     assert_eq!(ns, (0..250).collect::<Vec<u64>>());
     let mut sorted = positions(&seen);
     sorted.sort();
@@ -142,7 +155,7 @@ async fn patterns_and_subject_filter_after_the_tenant() {
     assert_eq!(types.len(), 20);
     assert!(types.iter().all(|t| *t == "reservation.active" || *t == "node.gpu.missing"), "{types:?}");
     let subject = read(&db.pool, &ReadRequest::tenant("acme").subject("thing/t0")).await.unwrap();
-    let ns: Vec<u64> = subject.events.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+    let ns: Vec<u64> = subject.events.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
     assert_eq!(ns, [0, 10, 20, 30]);
     let star = read(&db.pool, &ReadRequest::all().types([Pattern::all()]).limit(100)).await.unwrap();
     assert_eq!(star.events.len(), 40);
@@ -175,7 +188,7 @@ async fn a_filtered_read_that_fills_its_limit_continues_after_its_last_event() {
     let mut pages = Vec::new();
     loop {
         let page = read(&db.pool, &request).await.unwrap();
-        let ns: Vec<u64> = page.events.iter().map(|e| e.data["n"].as_u64().unwrap()).collect();
+        let ns: Vec<u64> = page.events.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
         if let Some(last) = page.events.last() {
             assert!(page.next_after >= last.sequence);
         }

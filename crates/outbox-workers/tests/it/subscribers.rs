@@ -30,7 +30,7 @@ struct Collected(Arc<Mutex<Vec<Event>>>);
 
 impl Collected {
     fn numbers(&self) -> Vec<u64> {
-        self.0.lock().iter().map(|e| e.data["n"].as_u64().unwrap()).collect()
+        self.0.lock().iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect()
     }
 
     fn len(&self) -> usize {

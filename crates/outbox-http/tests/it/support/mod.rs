@@ -314,5 +314,5 @@ pub fn events(event_type: &str, tenant: &str, from: usize, count: usize) -> Vec<
 
 /// The `n` of each event's data, in order.
 pub fn numbers(events: &[Event]) -> Vec<u64> {
-    events.iter().map(|e| e.data["n"].as_u64().expect("numbered")).collect()
+    events.iter().map(|e| e.data.value()["n"].as_u64().expect("numbered")).collect()
 }

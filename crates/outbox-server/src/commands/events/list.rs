@@ -125,7 +125,7 @@ mod tests {
             subject: "node/n1".into(),
             time: outbox_core::millis::parse("2026-09-24T10:15:02.114Z").unwrap(),
             sequence: Position::new(7, seq),
-            data,
+            data: data.into(),
         }
     }
 

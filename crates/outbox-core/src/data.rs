@@ -1,0 +1,200 @@
+//! An event's `data`: its own fields, kept as compact JSON text.
+//!
+//! The outbox never looks inside `data`: every reader passes it on (list pages, the
+//! live stream, sinks) in the text it was stored as. Keeping it as text instead of a
+//! parsed [`Value`] spares each read a parse and each write a re-serialization; a
+//! consumer that wants the fields parses them once, into its own type
+//! ([`Data::parse`]) or a [`Value`] ([`Data::value`]).
+//!
+//! The text is always compact (no whitespace outside strings), however it arrived:
+//! PostgreSQL writes `jsonb` as `{"a": 1, "b": 2}`, and an event's JSON must fit on one
+//! line of a Server-Sent-Events frame or a JSON-lines file.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// An event's own fields, as compact JSON text (valid by construction).
+#[derive(Clone)]
+pub struct Data(Box<RawValue>);
+
+impl Data {
+    /// `text`, checked to be JSON and made compact.
+    pub fn from_json(text: &str) -> serde_json::Result<Data> {
+        RawValue::from_string(compact(text).into_owned()).map(Data)
+    }
+
+    /// The compact JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The fields as a [`Value`] (parsed on each call).
+    pub fn value(&self) -> Value {
+        // The text is valid JSON by construction, so this parse does not fail.
+        serde_json::from_str(self.get()).unwrap_or(Value::Null)
+    }
+
+    /// The fields as `T`.
+    pub fn parse<T: DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.get())
+    }
+}
+
+impl From<&Value> for Data {
+    fn from(value: &Value) -> Data {
+        // A `Value` always serializes (its map keys are strings), compactly.
+        serde_json::value::to_raw_value(value).map_or_else(|_| Data::default(), Data)
+    }
+}
+
+impl From<Value> for Data {
+    fn from(value: Value) -> Data {
+        Data::from(&value)
+    }
+}
+
+impl Default for Data {
+    /// `null`.
+    fn default() -> Data {
+        Data::from(&Value::Null)
+    }
+}
+
+/// Equal when the texts are, or else when they hold the same JSON (`{"a":1,"b":2}` equals
+/// `{"b":2,"a":1}`).
+impl PartialEq for Data {
+    fn eq(&self, other: &Data) -> bool {
+        self.get() == other.get() || self.value() == other.value()
+    }
+}
+
+impl PartialEq<Value> for Data {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == *other
+    }
+}
+
+impl PartialEq<Data> for Value {
+    fn eq(&self, other: &Data) -> bool {
+        other == self
+    }
+}
+
+impl fmt::Debug for Data {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl fmt::Display for Data {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+/// Written as the JSON itself, not as a string holding it.
+impl Serialize for Data {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Data {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Data, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        match compact(raw.get()) {
+            Cow::Borrowed(_) => Ok(Data(raw)),
+            Cow::Owned(text) => RawValue::from_string(text).map(Data).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `text` without whitespace outside strings (borrowed when it has none). Inside a JSON
+/// string, whitespace is kept and an escaped quote does not end the string. The text
+/// between removed bytes is copied in runs.
+fn compact(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out: Option<Vec<u8>> = None;
+    let mut kept_from = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                while at < bytes.len() {
+                    match bytes[at] {
+                        b'"' => break,
+                        b'\\' => at += 2,
+                        _ => at += 1,
+                    }
+                }
+                at += 1;
+            }
+            b' ' | b'\n' | b'\r' | b'\t' => {
+                out.get_or_insert_with(|| Vec::with_capacity(bytes.len())).extend_from_slice(&bytes[kept_from..at]);
+                at += 1;
+                kept_from = at;
+            }
+            _ => at += 1,
+        }
+    }
+    let Some(mut out) = out else { return Cow::Borrowed(text) };
+    out.extend_from_slice(&bytes[kept_from.min(bytes.len())..]);
+    // Only ASCII whitespace was removed, between whole characters: the rest is still UTF-8.
+    Cow::Owned(String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn postgres_jsonb_text_becomes_compact_and_strings_keep_their_spaces() {
+        let data: Data = serde_json::from_str(r#"{"a": 1, "b": [1, 2], "s": "x y\" z, \\", "n": null}"#).unwrap();
+        assert_eq!(data.get(), r#"{"a":1,"b":[1,2],"s":"x y\" z, \\","n":null}"#);
+        let pretty = "{\n  \"a\": {\n    \"b\": \"c d\"\n  }\n}";
+        assert_eq!(Data::from_json(pretty).unwrap().get(), r#"{"a":{"b":"c d"}}"#);
+    }
+
+    #[test]
+    fn compact_text_is_kept_as_it_is() {
+        assert!(matches!(compact(r#"{"a":"b c","d":[1,2]}"#), Cow::Borrowed(_)));
+        assert_eq!(compact(" 1 "), "1");
+    }
+
+    #[test]
+    fn serializes_as_json_not_as_a_string() {
+        let data = Data::from(json!({"state": "active", "n": 3}));
+        let text = serde_json::to_string(&json!({"data": data.value()})).unwrap();
+        assert_eq!(serde_json::to_string(&Wrapper { data: data.clone() }).unwrap(), text);
+        assert_eq!(data.parse::<Value>().unwrap(), json!({"n": 3, "state": "active"}));
+    }
+
+    #[derive(Serialize)]
+    struct Wrapper {
+        data: Data,
+    }
+
+    #[test]
+    fn equal_json_is_equal_whatever_its_key_order() {
+        let stored: Data = serde_json::from_str(r#"{"b": 2, "a": 1}"#).unwrap();
+        assert_eq!(stored, Data::from(json!({"a": 1, "b": 2})));
+        assert_eq!(stored, json!({"b": 2, "a": 1}));
+        assert_ne!(stored, Data::from(json!({"a": 1})));
+    }
+
+    #[test]
+    fn text_that_is_not_json_is_refused() {
+        assert!(Data::from_json("{\"a\": ").is_err());
+        assert!(Data::from_json("\"ends in a backslash \\").is_err());
+        assert!(Data::from_json("[\"unterminated ").is_err());
+        assert!(serde_json::from_str::<Data>("{\"a\" 1}").is_err());
+    }
+}
