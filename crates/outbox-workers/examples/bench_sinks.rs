@@ -11,9 +11,10 @@
 //! streams, so the machine's noise falls on all of them; the lines printed are the rates and
 //! the three ratios.
 //!
-//! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY=<prefix>`
-//! runs only the contenders whose label starts with it (to profile one, e.g.
-//! `BENCH_SINKS_ONLY="redis sink ("`); a ratio is printed only when both its sides ran.
+//! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
+//! separated by commas) runs only the contenders whose label starts with one of them, e.g.
+//! `BENCH_SINKS_ONLY="redis sink (,bare pipelined"`; a ratio is printed only when both its
+//! sides ran.
 
 use std::time::{Duration, Instant};
 
@@ -92,8 +93,10 @@ async fn main() {
 
     eprintln!("bench sinks: published {count} events");
     let only = std::env::var("BENCH_SINKS_ONLY").ok();
-    let chosen: Vec<Contender> =
-        Contender::ALL.into_iter().filter(|c| only.as_deref().is_none_or(|only| c.label().starts_with(only))).collect();
+    let chosen: Vec<Contender> = Contender::ALL
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|only| only.split(',').any(|prefix| c.label().starts_with(prefix))))
+        .collect();
     let mut totals = [Duration::ZERO; Contender::ALL.len()];
     for round in 0..rounds {
         let mut order = chosen.clone();
