@@ -157,10 +157,8 @@ impl From<&Event> for ProtoEvent {
 mod tests {
     use outbox_core::Position;
     use prost::Message;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use time::macros::datetime;
-
-    use serde_json::Value;
 
     use super::*;
 
