@@ -61,7 +61,7 @@ impl From<Value> for Data {
 impl Default for Data {
     /// `null`.
     fn default() -> Data {
-        Data::from(&Value::Null)
+        Data(RawValue::NULL.to_owned())
     }
 }
 
@@ -161,6 +161,12 @@ mod tests {
         assert_eq!(data.get(), r#"{"a":1,"b":[1,2],"s":"x y\" z, \\","n":null}"#);
         let pretty = "{\n  \"a\": {\n    \"b\": \"c d\"\n  }\n}";
         assert_eq!(Data::from_json(pretty).unwrap().get(), r#"{"a":{"b":"c d"}}"#);
+    }
+
+    #[test]
+    fn the_default_is_null() {
+        assert_eq!(Data::default().get(), "null");
+        assert_eq!(Data::default(), Value::Null);
     }
 
     #[test]
