@@ -34,7 +34,7 @@ use sqlx::{AssertSqlSafe, PgExecutor};
 
 use crate::lease::{Fenced, Lease};
 use crate::read::ReadRequest;
-use crate::xid8::position;
+use crate::xid8::{position, seq_column};
 use crate::{Result, Xid8};
 
 /// The stream of every cursor over the `outbox` table.
@@ -89,7 +89,7 @@ pub async fn advance(fenced: &mut Fenced, stream: &str, name: &str, to: Position
     .bind(stream)
     .bind(name)
     .bind(Xid8(to.txid))
-    .bind(i64::try_from(to.seq).unwrap_or(i64::MAX))
+    .bind(seq_column(to))
     .fetch_optional(&mut **fenced)
     .await?;
     if moved.is_some() {
@@ -152,7 +152,7 @@ pub async fn save<'e>(
         .bind(stream)
         .bind(name)
         .bind(Xid8(to.txid))
-        .bind(i64::try_from(to.seq).unwrap_or(i64::MAX))
+        .bind(seq_column(to))
         .bind(relaxed)
         .fetch_one(executor)
         .await?;
@@ -180,7 +180,7 @@ pub async fn lag<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest, cap: 
     let after = request.after.unwrap_or(Position::START);
     let count: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
         .bind(Xid8(after.txid))
-        .bind(i64::try_from(after.seq).unwrap_or(i64::MAX))
+        .bind(seq_column(after))
         .bind(&request.tenant_id)
         .bind(request.like_patterns())
         .bind(i64::try_from(cap).unwrap_or(i64::MAX))

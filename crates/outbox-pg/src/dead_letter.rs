@@ -36,7 +36,7 @@ use sqlx::{AssertSqlSafe, PgExecutor};
 use time::OffsetDateTime;
 
 use crate::lease::Fenced;
-use crate::xid8::position;
+use crate::xid8::{position, seq_column};
 use crate::{Result, Xid8};
 
 /// A dead letter as stored; it serializes as the API and the CLI show it (camelCase, times
@@ -117,7 +117,7 @@ pub async fn record(fenced: &mut Fenced, letter: &NewDeadLetter<'_>) -> Result<i
     )
     .bind(letter.sink)
     .bind(Xid8(letter.event.sequence.txid))
-    .bind(i64::try_from(letter.event.sequence.seq).unwrap_or(i64::MAX))
+    .bind(seq_column(letter.event.sequence))
     .bind(Json(letter.event))
     .bind(letter.error)
     .bind(i32::try_from(letter.attempts).unwrap_or(i32::MAX))

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgExecutor};
 
-use crate::xid8::position;
+use crate::xid8::{position, seq_column};
 use crate::{Error, Result, Xid8};
 
 /// The most events one read returns (the history API's own maximum).
@@ -158,7 +158,7 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
     let after = request.after.unwrap_or(Position::START);
     let rows: Vec<Row> = sqlx::query_as(AssertSqlSafe(statement(request)))
         .bind(Xid8(after.txid))
-        .bind(i64::try_from(after.seq).unwrap_or(i64::MAX))
+        .bind(seq_column(after))
         .bind(i64::try_from(scan_limit).unwrap_or(i64::MAX))
         .bind(i64::try_from(request.limit + 1).unwrap_or(i64::MAX))
         .bind(&request.tenant_id)

@@ -35,7 +35,7 @@ use outbox_core::Position;
 use sqlx::PgExecutor;
 
 use crate::cursor::OUTBOX_STREAM;
-use crate::xid8::position;
+use crate::xid8::{position, seq_column};
 use crate::{Result, Xid8};
 
 /// The name of the lease the retention job holds.
@@ -129,9 +129,9 @@ pub async fn prune_batch<'e>(
     let after = after.unwrap_or(Position::START);
     let (deleted, txid, seq): (i64, Option<Xid8>, Option<i64>) = sqlx::query_as(PRUNE_STATEMENT)
         .bind(Xid8(after.txid))
-        .bind(seq_of(after))
+        .bind(seq_column(after))
         .bind(Xid8(bound.txid))
-        .bind(seq_of(bound))
+        .bind(seq_column(bound))
         .bind(i64::try_from(batch).unwrap_or(i64::MAX))
         .bind(i64::try_from(min_age.as_micros()).unwrap_or(i64::MAX))
         .fetch_one(executor)
@@ -151,16 +151,12 @@ pub async fn backlog<'e>(executor: impl PgExecutor<'e>, cursor: Position, min_ag
         ) pinned",
     )
     .bind(Xid8(cursor.txid))
-    .bind(seq_of(cursor))
+    .bind(seq_column(cursor))
     .bind(i64::try_from(min_age.as_micros()).unwrap_or(i64::MAX))
     .bind(i64::try_from(cap).unwrap_or(i64::MAX))
     .fetch_one(executor)
     .await?;
     Ok(u64::try_from(count).unwrap_or(0))
-}
-
-fn seq_of(position: Position) -> i64 {
-    i64::try_from(position.seq).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use crate::cursor::OUTBOX_STREAM;
 use crate::embedded::{EmbeddedOptions, EmbeddedPostgres};
 use crate::migrate::Migrator;
 use crate::read::{MAX_LIMIT, ReadRequest, head, read};
-use crate::xid8::position;
+use crate::xid8::{position, seq_column};
 use crate::{Result, Xid8};
 
 /// Where the test server is: a URL to its `postgres` database.
@@ -120,7 +120,7 @@ pub async fn set_cursor(pool: &PgPool, name: &str, at: Position) -> Result<()> {
     .bind(OUTBOX_STREAM)
     .bind(name)
     .bind(Xid8(at.txid))
-    .bind(i64::try_from(at.seq).unwrap_or(i64::MAX))
+    .bind(seq_column(at))
     .execute(pool)
     .await?;
     Ok(())

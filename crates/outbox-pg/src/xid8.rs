@@ -19,6 +19,12 @@ pub(crate) fn position(txid: Xid8, seq: i64) -> Position {
     Position::new(txid.0, u64::try_from(seq).unwrap_or(0))
 }
 
+/// The `seq` column's value for `position`, its inverse (a `seq` past `i64::MAX` cannot
+/// exist, and binds as the largest one).
+pub(crate) fn seq_column(position: Position) -> i64 {
+    i64::try_from(position.seq).unwrap_or(i64::MAX)
+}
+
 impl Type<Postgres> for Xid8 {
     fn type_info() -> PgTypeInfo {
         PgTypeInfo::with_oid(XID8_OID)
