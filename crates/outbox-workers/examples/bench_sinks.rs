@@ -82,6 +82,19 @@ async fn main() {
         args.get(1).copied().unwrap_or(500),
         args.get(2).copied().unwrap_or(3),
     );
+    let only = std::env::var("BENCH_SINKS_ONLY").ok();
+    let chosen: Vec<Contender> = Contender::ALL
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|only| only.split(',').any(|prefix| c.label().starts_with(prefix))))
+        .collect();
+    if chosen.is_empty() {
+        let labels: Vec<&str> = Contender::ALL.iter().map(|c| c.label()).collect();
+        eprintln!(
+            "bench sinks: BENCH_SINKS_ONLY={:?} matches no contender; the labels are {labels:?}",
+            only.as_deref().unwrap_or_default()
+        );
+        std::process::exit(2);
+    }
     let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
     let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let db = TestDb::new().await;
@@ -92,11 +105,6 @@ async fn main() {
     let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis };
 
     eprintln!("bench sinks: published {count} events");
-    let only = std::env::var("BENCH_SINKS_ONLY").ok();
-    let chosen: Vec<Contender> = Contender::ALL
-        .into_iter()
-        .filter(|c| only.as_deref().is_none_or(|only| only.split(',').any(|prefix| c.label().starts_with(prefix))))
-        .collect();
     let mut totals = [Duration::ZERO; Contender::ALL.len()];
     for round in 0..rounds {
         let mut order = chosen.clone();
