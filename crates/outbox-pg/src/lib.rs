@@ -8,6 +8,7 @@
 //! - [`inspect`]: long transactions, the xmin horizon's age and expired leases, for the doctor.
 //! - [`tail`]: the shared tail, one reader per process for every live consumer, and the
 //!   [`Follower`](tail::Follower) that catches a consumer up and joins it to the tail (SPEC §5.6).
+//! - [`pool`]: the pool options every outbox process uses (no ping per checkout).
 //! - [`embedded`]: a throwaway or persistent PostgreSQL from the machine's own binaries.
 //! - `testkit` (feature `testkit`): a fresh, migrated database per test.
 //!
@@ -37,6 +38,7 @@ pub mod head;
 pub mod inspect;
 pub mod lease;
 pub mod migrate;
+pub mod pool;
 mod publish;
 pub mod read;
 pub mod retention;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
 use outbox_core::{Event, Position};
@@ -79,7 +79,7 @@ impl TestDb {
 
     async fn open(admin_url: &str, name: String) -> TestDb {
         let url = database_url(admin_url, &name);
-        let pool = PgPoolOptions::new()
+        let pool = crate::pool::options()
             .max_connections(10)
             .acquire_timeout(Duration::from_secs(30))
             .connect(&url)

@@ -6,6 +6,7 @@ mod dead_letter;
 mod head;
 mod lease;
 mod migrate;
+mod pool;
 mod publish;
 mod read;
 mod support;

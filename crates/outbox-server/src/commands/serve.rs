@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use outbox_pg::sqlx::{PgPool, postgres::PgPoolOptions};
+use outbox_pg::sqlx::PgPool;
 
 use crate::cli::ServeArgs;
 use crate::config::{Config, ConfigError, Overrides, Role};
@@ -30,9 +30,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A pool that gives up on an unreachable database in seconds, not minutes.
+/// A pool that gives up on an unreachable database in seconds, not minutes, and pings only
+/// connections that sat idle (`outbox_pg::pool`).
 pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
-    PgPoolOptions::new()
+    outbox_pg::pool::options()
         .max_connections(20)
         .acquire_timeout(Duration::from_secs(5))
         .connect(url)
