@@ -1,5 +1,5 @@
-//! The pool options: no ping for a connection used a moment ago, and a broken connection is
-//! never handed out twice.
+//! The pool options: a connection that broke is replaced, at the cost of at most one failed
+//! statement when it was used a moment ago (and so not pinged).
 
 use std::time::Duration;
 
@@ -32,14 +32,16 @@ async fn a_connection_pinged_on_checkout_is_replaced_when_it_broke_while_idle() 
 }
 
 #[tokio::test]
-async fn a_connection_used_a_moment_ago_is_not_pinged_and_once_broken_is_never_handed_out_again() {
+async fn a_connection_that_broke_right_after_use_costs_at_most_one_failed_statement() {
     let db = TestDb::new().await;
     let pool = options().max_connections(1).connect(&db.url).await.expect("pool");
     let first = backend_pid(&pool).await.expect("first statement");
     terminate(&db, first).await;
-    // No ping: the statement itself meets the broken connection.
-    backend_pid(&pool).await.expect_err("an unpinged broken connection fails its statement");
-    // The pool dropped it: the next statement runs on a fresh connection.
-    let second = backend_pid(&pool).await.expect("a fresh connection after the failure");
-    assert_ne!(second, first);
+    // Used a moment ago, so not pinged: the next statement may meet the broken connection
+    // and fail; the pool drops it then, and the statement after runs on a fresh one.
+    let (second, failures) = match backend_pid(&pool).await {
+        Ok(pid) => (pid, 0),
+        Err(_) => (backend_pid(&pool).await.expect("a fresh connection after one failure"), 1),
+    };
+    assert_ne!(second, first, "the broken connection was used again ({failures} failures before)");
 }
