@@ -94,6 +94,11 @@ fn micros(ttl: Duration) -> i64 {
 ///
 /// Returns `None` when someone holds it (this holder included: see the module's
 /// surprises). The new holder's epoch is one more than the last.
+///
+/// The commit does not wait for the WAL flush (about a millisecond less per takeover on a
+/// plain disk). An acquisition lost in a database crash is like a lease that ended early:
+/// whoever takes it next is another holder, so the fence (holder and epoch) refuses every
+/// write of the first, and its next renewal reports the lease lost.
 pub async fn acquire<'e>(
     executor: impl PgExecutor<'e>,
     name: &str,
@@ -104,8 +109,9 @@ pub async fn acquire<'e>(
         return Err(Error::InvalidRequest("a lease holder must have a name".into()));
     }
     let row: Option<(String, String, i64, OffsetDateTime)> = sqlx::query_as(
-        "INSERT INTO outbox_leases AS l (name, holder, epoch, expires_at)
-         VALUES ($1, $2, 1, compute_now() + make_interval(secs => $3::float8 / 1e6))
+        "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
+         INSERT INTO outbox_leases AS l (name, holder, epoch, expires_at)
+         SELECT $1, $2, 1, compute_now() + make_interval(secs => $3::float8 / 1e6) FROM relaxed
          ON CONFLICT (name) DO UPDATE
             SET holder = EXCLUDED.holder, epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at WHERE l.expires_at <= compute_now()
          RETURNING name, holder, epoch, expires_at",

@@ -90,3 +90,19 @@ async fn a_holder_needs_a_name() {
     let db = TestDb::new().await;
     assert!(acquire(&db.pool, "singleton:x", "", TTL).await.is_err());
 }
+
+/// Taking a lease does not wait for the WAL flush, and says so only for its own transaction.
+#[tokio::test]
+async fn acquiring_commits_without_waiting_for_the_flush_and_leaves_the_setting_to_its_transaction() {
+    let db = TestDb::new().await;
+    let setting = "SELECT current_setting('synchronous_commit')";
+    let default: String = sqlx::query_scalar(setting).fetch_one(&db.pool).await.unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL synchronous_commit = on").execute(&mut *tx).await.unwrap();
+    acquire(&mut *tx, &dispatch_name("flush"), "a", TTL).await.unwrap().expect("a free lease");
+    let during: String = sqlx::query_scalar(setting).fetch_one(&mut *tx).await.unwrap();
+    assert_eq!(during, "off", "the acquisition's commit would wait for the flush");
+    tx.commit().await.unwrap();
+    let after: String = sqlx::query_scalar(setting).fetch_one(&db.pool).await.unwrap();
+    assert_eq!(after, default, "the setting outlived the acquisition's transaction");
+}
