@@ -7,9 +7,14 @@
 //! same messages (acks awaited per batch, as the sink does), and pipelined `XADD`s of the same
 //! entries (one pipeline per batch). Then sink isolation: the redis sink beside a healthy
 //! nats sink, against the redis sink beside a nats sink whose server is down (connection
-//! refused, retried every 10 to 100 ms). The contenders alternate round by round on fresh
-//! streams, so the machine's noise falls on all of them; the lines printed are the rates and
-//! the three ratios.
+//! refused, retried every 10 to 100 ms). And, for reference, a bare relay: the least any
+//! outbox relay to Redis does (a lease, the same reads of the outbox, the next page read while
+//! this one is written, pipelined `XADD`s per batch and a fenced cursor save per batch beside
+//! the next, as SPEC §7.1–7.2 ask), with no bisection, backoff or state. The contenders alternate round by
+//! round on fresh streams, so the machine's noise falls on all of them; the lines printed are
+//! the rates, the three ratios with targets, and two reference ratios: the redis sink against
+//! the bare relay (what the dispatcher costs), and the bare relay against bare `XADD`s (what
+//! reading the outbox costs on this machine).
 //!
 //! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
 //! separated by commas) runs only the contenders whose label starts with one of them, e.g.
@@ -19,8 +24,10 @@
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, message::PublishMessage, stream};
-use outbox_core::{Event, NewEvent};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_core::{Event, NewEvent, Position};
+use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved};
+use outbox_pg::lease;
+use outbox_pg::read::{ReadPage, ReadRequest, read};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::testkit::TestDb;
 use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
@@ -41,16 +48,18 @@ enum Contender {
     BareXadd,
     RedisBesideHealthy,
     RedisBesideDown,
+    BareRelay,
 }
 
 impl Contender {
-    const ALL: [Contender; 6] = [
+    const ALL: [Contender; 7] = [
         Contender::NatsSink,
         Contender::BareNats,
         Contender::RedisSink,
         Contender::BareXadd,
         Contender::RedisBesideHealthy,
         Contender::RedisBesideDown,
+        Contender::BareRelay,
     ];
 
     fn label(self) -> &'static str {
@@ -61,6 +70,7 @@ impl Contender {
             Contender::BareXadd => "bare pipelined XADD",
             Contender::RedisBesideHealthy => "redis sink, nats sink healthy",
             Contender::RedisBesideDown => "redis sink, nats sink down",
+            Contender::BareRelay => "bare relay: read, XADD, save",
         }
     }
 }
@@ -136,6 +146,32 @@ async fn main() {
         let verdict = if ratio >= target { "meets" } else { "MISSES" };
         println!("  {what:<38} {ratio:.2}  ({verdict} target >= {target:.2})");
     }
+    for (ours, bare, what) in [(2, 6, "redis sink / bare relay"), (6, 3, "bare relay / bare pipelined XADD")] {
+        if chosen.contains(&Contender::ALL[ours]) && chosen.contains(&Contender::ALL[bare]) {
+            println!("  {what:<38} {:.2}  (reference)", rate(ours) / rate(bare));
+        }
+    }
+}
+
+/// The `XADD`s the redis sink makes of `events` (key, id, fields), one pipeline, replies ignored.
+fn xadds(tag: &str, events: &[Event], encoder: &Encoder) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for event in events {
+        pipe.cmd("XADD")
+            .arg(format!("{tag}:{}", event.tenant_id))
+            .arg(format!("{}-{}", event.sequence.txid, event.sequence.seq))
+            .arg("id")
+            .arg(&event.id)
+            .arg("event")
+            .arg(encoder.encode(event))
+            .ignore();
+    }
+    pipe
+}
+
+/// One page of 1,000 events after `after`.
+async fn read_page(pool: PgPool, after: Option<Position>) -> ReadPage {
+    read(&pool, &ReadRequest::all().after(after).limit(1_000)).await.expect("read")
 }
 
 /// Publishes `count` events and returns them as the outbox reads them.
@@ -189,6 +225,11 @@ impl Bench {
                 config.url = Some(self.redis_url.clone());
                 config.key = Some(format!("{tag}:{{tenantId}}"));
                 let took = self.through_dispatcher(db, &[config]).await;
+                self.delete_keys(&tag).await;
+                took
+            }
+            Contender::BareRelay => {
+                let took = self.bare_relay(&db.pool, &tag).await;
                 self.delete_keys(&tag).await;
                 took
             }
@@ -286,20 +327,52 @@ impl Bench {
         let mut connection = self.redis.clone();
         let started = Instant::now();
         for chunk in self.events.chunks(self.batch) {
-            let mut pipe = redis::pipe();
-            for event in chunk {
-                pipe.cmd("XADD")
-                    .arg(format!("{tag}:{}", event.tenant_id))
-                    .arg(format!("{}-{}", event.sequence.txid, event.sequence.seq))
-                    .arg("id")
-                    .arg(&event.id)
-                    .arg("event")
-                    .arg(encoder.encode(event))
-                    .ignore();
-            }
-            let () = pipe.query_async(&mut connection).await.expect("XADD pipeline");
+            let () = xadds(tag, chunk, &encoder).query_async(&mut connection).await.expect("XADD pipeline");
         }
         started.elapsed()
+    }
+
+    /// The least an outbox relay to Redis does: take a lease, read pages of 1,000 from the
+    /// outbox (the next one while this one is written), one `XADD` pipeline per batch, and each
+    /// batch's cursor save (fenced by the lease, not waiting for the WAL flush, as the
+    /// dispatcher's) beside the next batch.
+    async fn bare_relay(&self, pool: &PgPool, tag: &str) -> Duration {
+        let encoder = Encoder::default();
+        let mut connection = self.redis.clone();
+        let cursor = format!("relay-{tag}");
+        let started = Instant::now();
+        let lease = lease::acquire(pool, &cursor, "bench", Duration::from_secs(60))
+            .await
+            .expect("acquiring the relay's lease")
+            .expect("a fresh lease is free");
+        let mut next = Some(tokio::spawn(read_page(pool.clone(), None)));
+        let mut saving: Option<tokio::task::JoinHandle<()>> = None;
+        let mut relayed = 0;
+        while let Some(reading) = next.take() {
+            let page = reading.await.expect("read task");
+            if page.more {
+                next = Some(tokio::spawn(read_page(pool.clone(), Some(page.next_after))));
+            }
+            relayed += page.events.len();
+            for chunk in page.events.chunks(self.batch) {
+                let () = xadds(tag, chunk, &encoder).query_async(&mut connection).await.expect("XADD pipeline");
+                if let Some(saved) = saving.take() {
+                    saved.await.expect("save task");
+                }
+                let (pool, lease, cursor, to) =
+                    (pool.clone(), lease.clone(), cursor.clone(), chunk[chunk.len() - 1].sequence);
+                saving = Some(tokio::spawn(async move {
+                    let saved = cursor::save(&pool, &lease, OUTBOX_STREAM, &cursor, to, Durability::Relaxed).await;
+                    assert_eq!(saved.expect("saving the relay's cursor"), Saved::Moved);
+                }));
+            }
+        }
+        if let Some(saved) = saving {
+            saved.await.expect("save task");
+        }
+        let took = started.elapsed();
+        assert_eq!(relayed, self.events.len(), "the bare relay stopped early");
+        took
     }
 
     async fn delete_keys(&self, tag: &str) {
