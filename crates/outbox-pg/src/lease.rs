@@ -97,8 +97,8 @@ fn micros(ttl: Duration) -> i64 {
 ///
 /// The commit does not wait for the WAL flush (about a millisecond less per takeover on a
 /// plain disk). An acquisition lost in a database crash is like a lease that ended early:
-/// whoever takes it next is another holder, so the fence (holder and epoch) refuses every
-/// write of the first, and its next renewal reports the lease lost.
+/// the fence and renewals check holder and epoch, so the holder's writes pass only while
+/// the row names it again, and another holder that takes the lease meanwhile refuses them.
 pub async fn acquire<'e>(
     executor: impl PgExecutor<'e>,
     name: &str,
