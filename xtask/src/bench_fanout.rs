@@ -2,8 +2,8 @@
 //! per-stream polling (`WatchOptions::shared_tail = false`), side by side in one run.
 //!
 //! The server runs in a process of its own (this binary again, `bench fanout-server`: an
-//! `OutboxService` on hyper's HTTP/1 connection, a pool of 10, the `outbox` binary's
-//! allocator), so that its resident memory is its own. For each mode, streams of one tenant
+//! `OutboxService` on hyper's HTTP/1 connection, a pool of 10 with the server's pool options,
+//! the `outbox` binary's allocator), so that its resident memory is its own. For each mode, streams of one tenant
 //! are opened from this process over loopback, 1, then 1,000, then 10,000 (each step adds to
 //! the last), and at each step:
 //! - **statements/s** while every stream is idle: `xact_commit + xact_rollback` of the bench
@@ -382,7 +382,7 @@ pub fn serve(server_url: &str, database: &str, mode: Mode) -> anyhow::Result<()>
     let options: sqlx::postgres::PgConnectOptions = server_url.parse()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async {
-        let pool = sqlx::postgres::PgPoolOptions::new()
+        let pool = outbox_pg::pool::options()
             .max_connections(10)
             .acquire_timeout(Duration::from_secs(600))
             .connect_with(options.database(database))

@@ -10,11 +10,11 @@
 //! refused, retried every 10 to 100 ms). And, for reference, a bare relay: the least any
 //! outbox relay to Redis does (a lease, the same reads of the outbox, the next page read while
 //! this one is written, pipelined `XADD`s per batch and a fenced cursor save per batch beside
-//! the next, as SPEC §7.1–7.2 ask), with no bisection, backoff or state. The contenders alternate round by
-//! round on fresh streams, so the machine's noise falls on all of them; the lines printed are
-//! the rates, the three ratios with targets, and two reference ratios: the redis sink against
-//! the bare relay (what the dispatcher costs), and the bare relay against bare `XADD`s (what
-//! reading the outbox costs on this machine).
+//! the next, as SPEC §7.1–7.2 ask), with no bisection, backoff or state. The contenders
+//! alternate round by round on fresh streams, so the machine's noise falls on all of them;
+//! the lines printed are the rates, the three ratios with targets, and two reference ratios:
+//! the redis sink against the bare relay (what the dispatcher costs), and the bare relay
+//! against bare `XADD`s (what reading the outbox costs on this machine).
 //!
 //! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
 //! separated by commas) runs only the contenders whose label starts with one of them, e.g.
