@@ -1,9 +1,9 @@
 //! `cargo xtask bench sinks`: events/s through the `nats` and `redis` sinks against bare
 //! client loops of the same deliveries, side by side in one run, printed as ratios
-//! (targets: both ≥ 0.7), and one sink's throughput
-//! beside a sink that is down against beside a healthy one (target ≥ 0.9). For reference, a
-//! bare relay (lease, reads, `XADD`s, a cursor save per batch) against the redis sink and
-//! against bare `XADD`s.
+//! (targets: both ≥ 0.7), and one sink's throughput beside a sink that is down against beside
+//! a healthy one (target ≥ 0.9). For reference, a bare relay (lease, reads, `XADD`s, a cursor
+//! save per batch) against the redis sink and against bare `XADD`s, and each contender's CPU
+//! time per event: its own, PostgreSQL's and Redis's.
 //!
 //! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis); the
 //! measurement itself is `crates/outbox-workers/examples/bench_sinks.rs`, run in release

@@ -14,7 +14,11 @@
 //! alternate round by round on fresh streams, so the machine's noise falls on all of them;
 //! the lines printed are the rates, the three ratios with targets, and two reference ratios:
 //! the redis sink against the bare relay (what the dispatcher costs), and the bare relay
-//! against bare `XADD`s (what reading the outbox costs on this machine).
+//! against bare `XADD`s (what reading the outbox costs on this machine). Last, the CPU time
+//! per event of each contender, taken from `/proc` around each timed run: this process (the
+//! dispatcher or the bare client), the PostgreSQL backends of the benchmark's database, and
+//! Redis (`-` for a part that is not a local process). Rates move with the machine's load
+//! from one run to the next; these figures move less, and show where a contender's time goes.
 //!
 //! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
 //! separated by commas) runs only the contenders whose label starts with one of them, e.g.
@@ -116,6 +120,7 @@ async fn main() {
 
     eprintln!("bench sinks: published {count} events");
     let mut totals = [Duration::ZERO; Contender::ALL.len()];
+    let mut cpu = [Cpu::ZERO; Contender::ALL.len()];
     for round in 0..rounds {
         let mut order = chosen.clone();
         if round % 2 == 1 {
@@ -123,7 +128,11 @@ async fn main() {
         }
         for contender in order {
             let slot = Contender::ALL.iter().position(|c| *c == contender).unwrap_or(0);
-            totals[slot] += bench.run(&db, contender, round).await;
+            let tag = format!("b{}r{round}{}", std::process::id(), ulid::Ulid::generate().to_string().to_lowercase());
+            let before = bench.cpu(&db.pool).await;
+            totals[slot] += bench.run(&db, contender, &tag).await;
+            cpu[slot] = cpu[slot].add(bench.cpu(&db.pool).await.since(before));
+            bench.clean_up(&tag).await;
         }
         eprintln!("bench sinks: round {}/{rounds} done", round + 1);
     }
@@ -150,6 +159,19 @@ async fn main() {
         if chosen.contains(&Contender::ALL[ours]) && chosen.contains(&Contender::ALL[bare]) {
             println!("  {what:<38} {:.2}  (reference)", rate(ours) / rate(bare));
         }
+    }
+    println!("  {:<30} {:>8} {:>11} {:>8}", "CPU µs per event", "this", "PostgreSQL", "Redis");
+    let per_event =
+        |ns: Option<u64>| ns.map_or("-".to_owned(), |ns| format!("{:.2}", ns as f64 / 1e3 / (count * rounds) as f64));
+    for (slot, contender) in Contender::ALL.iter().enumerate().filter(|(_, c)| chosen.contains(c)) {
+        let Cpu { this, postgres, redis } = cpu[slot];
+        println!(
+            "  {:<30} {:>8} {:>11} {:>8}",
+            contender.label(),
+            per_event(this),
+            per_event(postgres),
+            per_event(redis)
+        );
     }
 }
 
@@ -201,43 +223,102 @@ async fn publish(pool: &PgPool, count: usize) -> Vec<Event> {
     events
 }
 
+/// CPU time in nanoseconds, as `/proc/<pid>/task/*/schedstat` counts it: of this process (the
+/// dispatcher or the bare client, and the benchmark's own bookkeeping), of the PostgreSQL
+/// backends serving the benchmark's database, and of Redis. A part this machine cannot see (a
+/// server elsewhere, a system without `/proc`) is `None` and printed as `-`.
+#[derive(Clone, Copy)]
+struct Cpu {
+    this: Option<u64>,
+    postgres: Option<u64>,
+    redis: Option<u64>,
+}
+
+impl Cpu {
+    const ZERO: Cpu = Cpu { this: Some(0), postgres: Some(0), redis: Some(0) };
+
+    fn since(self, before: Cpu) -> Cpu {
+        let minus = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+        Cpu {
+            this: minus(self.this, before.this),
+            postgres: minus(self.postgres, before.postgres),
+            redis: minus(self.redis, before.redis),
+        }
+    }
+
+    fn add(self, other: Cpu) -> Cpu {
+        let plus = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+        Cpu {
+            this: plus(self.this, other.this),
+            postgres: plus(self.postgres, other.postgres),
+            redis: plus(self.redis, other.redis),
+        }
+    }
+}
+
+/// The CPU time of process `pid` when it is a local process whose name starts with `name` (a
+/// pid reported by a server elsewhere may name an unrelated process here).
+fn cpu_of(pid: u32, name: &str) -> Option<u64> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    comm.starts_with(name).then(|| cpu_of_threads(pid)).flatten()
+}
+
+/// The CPU time of every thread of process `pid` (a thread that ends meanwhile is left out).
+fn cpu_of_threads(pid: u32) -> Option<u64> {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let ran = |schedstat: String| schedstat.split_whitespace().next()?.parse::<u64>().ok();
+    Some(threads.flatten().filter_map(|task| ran(std::fs::read_to_string(task.path().join("schedstat")).ok()?)).sum())
+}
+
 impl Bench {
-    async fn run(&self, db: &TestDb, contender: Contender, round: usize) -> Duration {
-        let tag = format!("b{}r{round}{}", std::process::id(), ulid::Ulid::generate().to_string().to_lowercase());
+    /// The CPU time so far of this process, of the backends connected to the benchmark's
+    /// database (a backend that ends between two readings takes its time with it; the pool's
+    /// connections stay open), and of Redis.
+    async fn cpu(&self, pool: &PgPool) -> Cpu {
+        let backends: Option<Vec<i32>> =
+            outbox_pg::sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+                .fetch_all(pool)
+                .await
+                .ok();
+        let postgres = backends.and_then(|pids| {
+            let seen: Vec<u64> =
+                pids.into_iter().filter_map(|pid| cpu_of(u32::try_from(pid).ok()?, "postgres")).collect();
+            (!seen.is_empty()).then(|| seen.iter().sum())
+        });
+        let mut connection = self.redis.clone();
+        let info: Option<String> = redis::cmd("INFO").arg("server").query_async(&mut connection).await.ok();
+        let redis_pid = info.as_deref().and_then(|info| {
+            info.lines().find_map(|line| line.strip_prefix("process_id:")).and_then(|pid| pid.trim().parse().ok())
+        });
+        Cpu {
+            this: cpu_of_threads(std::process::id()),
+            postgres,
+            redis: redis_pid.and_then(|pid| cpu_of(pid, "redis")),
+        }
+    }
+
+    /// Runs `contender` once on streams named after `tag`, and returns how long it took.
+    async fn run(&self, db: &TestDb, contender: Contender, tag: &str) -> Duration {
         match contender {
             Contender::NatsSink => {
                 let mut config = SinkConfig::new(format!("nats-{tag}"), SinkKind::Nats);
                 config.url = Some(self.nats_url.clone());
                 config.subject = Some(format!("{tag}.{{tenantId}}.{{type}}"));
-                config.stream = Some(self.create_stream(&tag).await);
-                let took = self.through_dispatcher(db, &[config]).await;
-                self.delete_stream(&tag).await;
-                took
+                config.stream = Some(self.create_stream(tag).await);
+                self.through_dispatcher(db, &[config]).await
             }
             Contender::BareNats => {
-                self.create_stream(&tag).await;
-                let took = self.bare_nats(&tag).await;
-                self.delete_stream(&tag).await;
-                took
+                self.create_stream(tag).await;
+                self.bare_nats(tag).await
             }
             Contender::RedisSink => {
                 let mut config = SinkConfig::new(format!("redis-{tag}"), SinkKind::Redis);
                 config.url = Some(self.redis_url.clone());
                 config.key = Some(format!("{tag}:{{tenantId}}"));
-                let took = self.through_dispatcher(db, &[config]).await;
-                self.delete_keys(&tag).await;
-                took
+                self.through_dispatcher(db, &[config]).await
             }
-            Contender::BareRelay => {
-                let took = self.bare_relay(&db.pool, &tag).await;
-                self.delete_keys(&tag).await;
-                took
-            }
-            Contender::BareXadd => {
-                let took = self.bare_xadd(&tag).await;
-                self.delete_keys(&tag).await;
-                took
-            }
+            Contender::BareRelay => self.bare_relay(&db.pool, tag).await,
+            Contender::BareXadd => self.bare_xadd(tag).await,
             Contender::RedisBesideHealthy | Contender::RedisBesideDown => {
                 let mut redis = SinkConfig::new(format!("redis-{tag}"), SinkKind::Redis);
                 redis.url = Some(self.redis_url.clone());
@@ -247,18 +328,19 @@ impl Bench {
                 let healthy = contender == Contender::RedisBesideHealthy;
                 if healthy {
                     nats.url = Some(self.nats_url.clone());
-                    nats.stream = Some(self.create_stream(&tag).await);
+                    nats.stream = Some(self.create_stream(tag).await);
                 } else {
                     nats.url = Some("nats://127.0.0.1:1".into());
                 }
-                let took = self.through_dispatcher(db, &[redis, nats]).await;
-                self.delete_keys(&tag).await;
-                if healthy {
-                    self.delete_stream(&tag).await;
-                }
-                took
+                self.through_dispatcher(db, &[redis, nats]).await
             }
         }
+    }
+
+    /// Deletes what a run on `tag` wrote (its Redis streams, its JetStream stream).
+    async fn clean_up(&self, tag: &str) {
+        self.delete_keys(tag).await;
+        self.delete_stream(tag).await;
     }
 
     /// Time for the first of `sinks`, run by one dispatcher with the others, to deliver every
