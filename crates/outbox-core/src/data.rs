@@ -25,7 +25,18 @@ pub struct Data(Box<RawValue>);
 impl Data {
     /// `text`, checked to be JSON and made compact.
     pub fn from_json(text: &str) -> serde_json::Result<Data> {
-        RawValue::from_string(compact(text).into_owned()).map(Data)
+        RawValue::from_string(compact_json(text).into_owned()).map(Data)
+    }
+
+    /// JSON already checked (a [`RawValue`] borrowed from a larger document, say), made
+    /// compact; copied as it is when it is compact already.
+    pub fn from_raw(raw: &RawValue) -> Data {
+        match compact_json(raw.get()) {
+            Cow::Borrowed(_) => Data(raw.to_owned()),
+            // Removing whitespace outside strings keeps JSON valid, so this check passes; were
+            // it ever to fail, the text as it came is still the same JSON.
+            Cow::Owned(text) => Data(RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())),
+        }
     }
 
     /// The compact JSON text.
@@ -107,7 +118,7 @@ impl Serialize for Data {
 impl<'de> Deserialize<'de> for Data {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Data, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        match compact(raw.get()) {
+        match compact_json(raw.get()) {
             Cow::Borrowed(_) => Ok(Data(raw)),
             Cow::Owned(text) => RawValue::from_string(text).map(Data).map_err(serde::de::Error::custom),
         }
@@ -115,28 +126,20 @@ impl<'de> Deserialize<'de> for Data {
 }
 
 /// `text` without whitespace outside strings (borrowed when it has none). Inside a JSON
-/// string, whitespace is kept and an escaped quote does not end the string. The text
-/// between removed bytes is copied in runs.
-fn compact(text: &str) -> Cow<'_, str> {
+/// string, whitespace is kept and an escaped quote does not end the string; the text between
+/// removed bytes is copied in runs. Removing whitespace outside strings keeps valid JSON
+/// valid and equal.
+pub fn compact_json(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
-    let mut out: Option<Vec<u8>> = None;
+    let mut out: Option<String> = None;
     let mut kept_from = 0;
     let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'"' => {
-                at += 1;
-                while at < bytes.len() {
-                    match bytes[at] {
-                        b'"' => break,
-                        b'\\' => at += 2,
-                        _ => at += 1,
-                    }
-                }
-                at += 1;
-            }
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'"' => at = string_end(bytes, at + 1),
+            // Each cut is at an ASCII byte, so both sides are whole characters.
             b' ' | b'\n' | b'\r' | b'\t' => {
-                out.get_or_insert_with(|| Vec::with_capacity(bytes.len())).extend_from_slice(&bytes[kept_from..at]);
+                out.get_or_insert_with(|| String::with_capacity(bytes.len())).push_str(&text[kept_from..at]);
                 at += 1;
                 kept_from = at;
             }
@@ -144,9 +147,38 @@ fn compact(text: &str) -> Cow<'_, str> {
         }
     }
     let Some(mut out) = out else { return Cow::Borrowed(text) };
-    out.extend_from_slice(&bytes[kept_from.min(bytes.len())..]);
-    // Only ASCII whitespace was removed, between whole characters: the rest is still UTF-8.
-    Cow::Owned(String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    out.push_str(text.get(kept_from..).unwrap_or_default());
+    Cow::Owned(out)
+}
+
+/// Where the JSON string whose text starts at `at` ends: just after its closing quote (the
+/// end of `bytes` when it has none). Eight bytes at a time while none of them is a quote or
+/// a backslash, then byte by byte.
+fn string_end(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    // Nonzero when a byte of `word` is zero, and only then.
+    let has_zero_byte = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        if has_zero_byte(word ^ QUOTES) | has_zero_byte(word ^ BACKSLASHES) != 0 {
+            break;
+        }
+        at += 8;
+    }
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'"' => return at + 1,
+            // An escape: the character after the backslash is part of the string.
+            b'\\' => at += 2,
+            _ => at += 1,
+        }
+    }
+    bytes.len()
 }
 
 #[cfg(test)]
@@ -171,8 +203,8 @@ mod tests {
 
     #[test]
     fn compact_text_is_kept_as_it_is() {
-        assert!(matches!(compact(r#"{"a":"b c","d":[1,2]}"#), Cow::Borrowed(_)));
-        assert_eq!(compact(" 1 "), "1");
+        assert!(matches!(compact_json(r#"{"a":"b c","d":[1,2]}"#), Cow::Borrowed(_)));
+        assert_eq!(compact_json(" 1 "), "1");
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod position;
 pub mod validate;
 
 pub use catalog::{Catalog, CatalogEntry};
-pub use data::Data;
+pub use data::{Data, compact_json};
 pub use error::ErrorCode;
 pub use event::{Event, NewEvent, millis};
 pub use pattern::{Pattern, PatternError};

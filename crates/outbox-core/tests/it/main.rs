@@ -4,5 +4,6 @@
 //! obviously-correct references: regexes for matching and brute force for
 //! intersection. Case counts are kept moderate so the binary runs in seconds.
 
+mod data;
 mod pattern;
 mod position;
