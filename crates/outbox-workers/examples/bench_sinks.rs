@@ -15,10 +15,11 @@
 //! the lines printed are the rates, the three ratios with targets, and two reference ratios:
 //! the redis sink against the bare relay (what the dispatcher costs), and the bare relay
 //! against bare `XADD`s (what reading the outbox costs on this machine). Last, the CPU time
-//! per event of each contender, taken from `/proc` around each timed run: this process (the
-//! dispatcher or the bare client), the PostgreSQL backends of the benchmark's database, and
-//! Redis (`-` for a part that is not a local process). Rates move with the machine's load
-//! from one run to the next; these figures move less, and show where a contender's time goes.
+//! per event of each contender, taken from `/proc` around each timed run: this process
+//! (`process`: the dispatcher or the bare client), the PostgreSQL backends of the
+//! benchmark's database, and Redis (`-` for a part that is not a local process). Rates move
+//! with the machine's load from one run to the next; these figures move less, and show where
+//! a contender's time goes.
 //!
 //! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
 //! separated by commas) runs only the contenders whose label starts with one of them, e.g.
@@ -160,7 +161,7 @@ async fn main() {
             println!("  {what:<38} {:.2}  (reference)", rate(ours) / rate(bare));
         }
     }
-    println!("  {:<30} {:>8} {:>11} {:>8}", "CPU µs per event", "this", "PostgreSQL", "Redis");
+    println!("  {:<30} {:>8} {:>11} {:>8}", "CPU µs per event", "process", "PostgreSQL", "Redis");
     let per_event =
         |ns: Option<u64>| ns.map_or("-".to_owned(), |ns| format!("{:.2}", ns as f64 / 1e3 / (count * rounds) as f64));
     for (slot, contender) in Contender::ALL.iter().enumerate().filter(|(_, c)| chosen.contains(c)) {
