@@ -3,9 +3,9 @@
 //!
 //! The server runs in a process of its own (this binary again, `bench fanout-server`: an
 //! `OutboxService` on hyper's HTTP/1 connection, a pool of 10 with the server's pool options,
-//! the `outbox` binary's allocator), so that its resident memory is its own. For each mode, streams of one tenant
-//! are opened from this process over loopback, 1, then 1,000, then 10,000 (each step adds to
-//! the last), and at each step:
+//! the `outbox` binary's allocator), so that its resident memory is its own. For each mode,
+//! streams of one tenant are opened from this process over loopback, 1, then 1,000, then
+//! 10,000 (each step adds to the last), and at each step:
 //! - **statements/s** while every stream is idle: `xact_commit + xact_rollback` of the bench
 //!   database in `pg_stat_database` over a window (every statement the server runs is one
 //!   autocommitted transaction; `pg_stat_statements` is not assumed to be loaded);

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Event, Position};
-use outbox_pg::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use outbox_pg::sqlx::postgres::PgConnectOptions;
 use outbox_pg::testkit::TestDb;
 use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig, LocalState, SinkSpec};
 use rand::Rng;
@@ -55,7 +55,8 @@ fn worker(url: String, label: &str, stop: Arc<AtomicBool>) -> std::thread::JoinH
         runtime.block_on(async move {
             let options: PgConnectOptions = url.parse().expect("test database URL");
             let options = options.application_name(&holder);
-            let pool = PgPoolOptions::new().max_connections(4).connect_with(options).await.expect("worker pool");
+            // The pool options of the `outbox` server, as each worker stands in for one.
+            let pool = outbox_pg::pool::options().max_connections(4).connect_with(options).await.expect("worker pool");
             let config = DispatcherConfig {
                 holder,
                 lease_ttl: TTL,
