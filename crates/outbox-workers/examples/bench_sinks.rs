@@ -360,9 +360,8 @@ impl Bench {
         let last = self.events.last().map(|e| e.sequence);
         let started = Instant::now();
         let dispatcher = Dispatcher::start(db.pool.clone(), config, specs).expect("start");
-        while dispatcher.local_state(&sink.id).and_then(|s| s.position) != last {
-            tokio::time::sleep(Duration::from_micros(500)).await;
-        }
+        let mut changes = dispatcher.watch(&sink.id).expect("the sink runs here");
+        changes.wait_for(|state| state.position == last).await.expect("the sink's loop ended early");
         let took = started.elapsed();
         if let Some(error) = dispatcher.local_state(&sink.id).and_then(|s| s.last_error) {
             eprintln!("bench sinks: {} saw an error: {error}", sink.id);

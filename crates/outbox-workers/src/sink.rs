@@ -30,6 +30,16 @@ pub trait Sink: Send + Sync + 'static {
 
     /// Delivers `batch` (never empty), oldest first. `Ok` means every event was taken.
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>>;
+
+    /// Gets ready to deliver (opens the broker connection, say), so that the first delivery
+    /// does not wait for it. The dispatcher starts it when it takes the sink's lease, beside
+    /// loading the cursor and reading the first events, and does not wait for it: a sink
+    /// whose deliveries connect on first use should let them wait for the connection this
+    /// opens, and a failure here is met again, and reported, by the first delivery. The
+    /// default does nothing.
+    fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Why a delivery failed, and whether trying again can help.
@@ -97,6 +107,10 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
         (**self).deliver(batch)
     }
+
+    fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        (**self).prepare()
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
@@ -106,6 +120,10 @@ impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
 
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
         (**self).deliver(batch)
+    }
+
+    fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        (**self).prepare()
     }
 }
 

@@ -170,7 +170,7 @@ pub fn default_holder() -> String {
 struct Running {
     sink: Arc<dyn Sink>,
     filter: SinkFilter,
-    state: Arc<Mutex<LocalState>>,
+    state: watch::Sender<LocalState>,
 }
 
 /// The running sink loops of one process.
@@ -206,7 +206,7 @@ impl Dispatcher {
             sinks: Vec::new(),
         };
         for spec in specs {
-            let state = Arc::new(Mutex::new(LocalState::default()));
+            let state = watch::Sender::new(LocalState::default());
             let runner = runner::Runner::new(pool.clone(), &spec, config.clone(), state.clone(), signal.clone());
             dispatcher.tasks.get_mut().push(tokio::spawn(runner.run()));
             dispatcher.sinks.push(Running { sink: spec.sink, filter: spec.filter, state });
@@ -226,14 +226,20 @@ impl Dispatcher {
 
     /// What this process knows of sink `id`'s loop.
     pub fn local_state(&self, id: &str) -> Option<LocalState> {
-        self.find(id).ok().map(|running| running.state.lock().clone())
+        self.find(id).ok().map(|running| running.state.borrow().clone())
+    }
+
+    /// Sink `id`'s local state as it changes: a receiver that wakes on every change, to
+    /// wait for a position or a state without polling.
+    pub fn watch(&self, id: &str) -> Option<watch::Receiver<LocalState>> {
+        self.find(id).ok().map(|running| running.state.subscribe())
     }
 
     /// The status of every sink (position, lag, state, last error, lease holder).
     pub async fn status(&self) -> Result<Vec<SinkStatus>> {
         let mut all = Vec::with_capacity(self.sinks.len());
         for running in &self.sinks {
-            let local = running.state.lock().clone();
+            let local = running.state.borrow().clone();
             all.push(sink_status(&self.pool, running.sink.id(), &running.filter, Some(&local)).await?);
         }
         Ok(all)

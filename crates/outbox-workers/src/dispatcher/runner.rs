@@ -10,7 +10,6 @@ use outbox_pg::lease::{self, Lease, dispatch_name};
 use outbox_pg::read::{MAX_LIMIT, ReadPage, ReadRequest, head, read};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::{sink_health, sqlx};
-use parking_lot::Mutex;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -24,8 +23,8 @@ use crate::{Sink, SinkError};
 /// How often a sink saves a cursor that only moved over rows its filter skipped.
 const SKIP_SAVE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How many batches one read takes at most (within the read limit): fewer statements per
-/// event, each page delivered batch by batch.
+/// How many batches a read beside a delivery takes at most (within the read limit): fewer
+/// statements per event, each page delivered batch by batch.
 const BATCHES_PER_READ: usize = 4;
 
 /// Why a lease was given up.
@@ -154,7 +153,7 @@ pub(super) struct Runner {
     pub batch: usize,
     pub max_attempts: u32,
     pub config: Arc<DispatcherConfig>,
-    pub state: Arc<Mutex<LocalState>>,
+    pub state: watch::Sender<LocalState>,
     pub shutdown: watch::Receiver<bool>,
     /// Turns true when the lease held now is lost (a fresh, never-set channel between leases).
     pub lost: watch::Receiver<bool>,
@@ -169,7 +168,7 @@ impl Runner {
         pool: PgPool,
         spec: &SinkSpec,
         config: Arc<DispatcherConfig>,
-        state: Arc<Mutex<LocalState>>,
+        state: watch::Sender<LocalState>,
         shutdown: watch::Receiver<bool>,
     ) -> Runner {
         let id = spec.sink.id();
@@ -225,6 +224,7 @@ impl Runner {
             state.lease_epoch = Some(lease.epoch);
             state.activity = Activity::Idle;
         });
+        self.prepare_sink();
         let (lost, lost_signal) = watch::channel(false);
         self.lost = lost_signal;
         let keeper = keep(self.pool.clone(), lease.clone(), self.config.lease_ttl, self.config.lease_renew, lost);
@@ -249,6 +249,17 @@ impl Runner {
         }
         self.update(|state| state.lease_epoch = None);
         end
+    }
+
+    /// Lets the sink get ready (connect) beside the cursor load and the first read, without
+    /// waiting for it; a failure is the first delivery's to meet and report.
+    fn prepare_sink(&self) {
+        let sink = self.sink.clone();
+        tokio::spawn(async move {
+            if let Err(error) = sink.prepare().await {
+                tracing::debug!(sink = sink.id(), %error, "preparing the sink failed; its first delivery will retry");
+            }
+        });
     }
 
     async fn release(&self, lease: &Lease) {
@@ -364,9 +375,11 @@ impl Runner {
                 Err(error) => return Step::Failed(Failure::database(error)),
             }
         }
+        // A read the loop waits for takes one batch, so that delivering starts as soon as it
+        // can; the reads beside deliveries take up to four.
         let page = match progress.prefetched.take() {
             Some((after, page)) if after == progress.after => page,
-            _ => match self.reader().read(progress.after).await {
+            _ => match self.reader(self.batch).read(progress.after).await {
                 Ok(page) => page,
                 Err(error) => return Step::Failed(Failure::database(error)),
             },
@@ -380,7 +393,7 @@ impl Runner {
         // database call is never cut); the next page is used only if this one went through whole.
         let next_after = Some(page.next_after);
         let prefetch = page.more.then(|| {
-            let reader = self.reader();
+            let reader = self.reader((self.batch * BATCHES_PER_READ).clamp(self.batch, MAX_LIMIT));
             tokio::spawn(async move { reader.read(next_after).await.ok() })
         });
         let step = self.deliver_page(lease, progress, &page).await;
@@ -406,10 +419,9 @@ impl Runner {
         if page.more { Step::Progressed } else { Step::Idle }
     }
 
-    /// What reads this sink's pages.
-    fn reader(&self) -> PageReader {
-        let page = (self.batch * BATCHES_PER_READ).clamp(self.batch, MAX_LIMIT);
-        PageReader { pool: self.pool.clone(), request: self.request(None, page) }
+    /// What reads this sink's pages of up to `limit` events.
+    fn reader(&self, limit: usize) -> PageReader {
+        PageReader { pool: self.pool.clone(), request: self.request(None, limit) }
     }
 
     pub fn request(&self, after: Option<Position>, limit: usize) -> ReadRequest {
@@ -534,7 +546,7 @@ impl Runner {
     }
 
     pub fn update(&self, change: impl FnOnce(&mut LocalState)) {
-        change(&mut self.state.lock());
+        self.state.send_modify(change);
     }
 
     /// Notes a failed delivery call here and reports it for every process to see.

@@ -146,4 +146,10 @@ impl Sink for NatsSink {
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, std::result::Result<(), SinkError>> {
         Box::pin(self.publish(batch))
     }
+
+    /// Connects (and creates the stream when configured to); a delivery that starts
+    /// meanwhile waits for this connection.
+    fn prepare(&self) -> BoxFuture<'_, std::result::Result<(), SinkError>> {
+        Box::pin(async move { self.context().await.map(drop) })
+    }
 }

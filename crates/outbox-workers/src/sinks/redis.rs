@@ -131,6 +131,11 @@ impl Sink for RedisSink {
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, std::result::Result<(), SinkError>> {
         Box::pin(self.append(batch))
     }
+
+    /// Connects; a delivery that starts meanwhile waits for this connection.
+    fn prepare(&self) -> BoxFuture<'_, std::result::Result<(), SinkError>> {
+        Box::pin(async move { self.connection().await.map(drop) })
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The dispatcher: order, filters, durable cursors, leases between dispatchers, shutdown, state.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -12,8 +12,8 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::support::{
-    ScriptedSink, cursor_of, cursor_writes, db, fast_config, history, numbered, publish_and_read, record_history,
-    wait_for,
+    DEADLINE, ScriptedSink, cursor_of, cursor_writes, db, fast_config, history, numbered, publish_and_read,
+    record_history, wait_for,
 };
 
 #[tokio::test]
@@ -160,6 +160,73 @@ impl Sink for HeldSink {
 
 fn held() -> HeldSink {
     HeldSink { started: Arc::default(), release: Arc::default(), finished: Arc::default() }
+}
+
+/// A sink whose `prepare` never finishes, counting its calls: deliveries must not wait for it.
+#[derive(Clone)]
+struct NeverReady {
+    inner: ScriptedSink,
+    prepared: Arc<AtomicUsize>,
+}
+
+impl Sink for NeverReady {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
+        self.inner.deliver(batch)
+    }
+
+    fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
+        self.prepared.fetch_add(1, Ordering::SeqCst);
+        Box::pin(std::future::pending())
+    }
+}
+
+/// `prepare` starts with each lease and runs beside the work: a sink that never gets ready
+/// still receives everything, and a new lease holder prepares again.
+#[tokio::test]
+async fn each_lease_starts_the_sinks_prepare_and_no_delivery_waits_for_it() {
+    let db = db().await;
+    let events = publish_and_read(&db.pool, &numbered(30)).await;
+    let sink = NeverReady { inner: ScriptedSink::accepting("eager"), prepared: Arc::default() };
+    let first = Dispatcher::start(db.pool.clone(), fast_config(), vec![SinkSpec::new(sink.clone()).batch(10)]).unwrap();
+    let last = events.last().unwrap().sequence;
+    wait_for("every event despite prepare", || async { cursor_of(&db.pool, "eager").await == Some(last) }).await;
+    assert_eq!(sink.inner.delivered(), events);
+    assert_eq!(sink.prepared.load(Ordering::SeqCst), 1, "one prepare for one lease");
+    first.shutdown().await;
+
+    let second = Dispatcher::start(db.pool.clone(), fast_config(), vec![SinkSpec::new(sink.clone())]).unwrap();
+    wait_for("the next holder prepares", || async { sink.prepared.load(Ordering::SeqCst) == 2 }).await;
+    second.shutdown().await;
+}
+
+/// `Dispatcher::watch` wakes on each change of a sink's state, so a caller waits for a
+/// position without polling; the last value it sees is the state `local_state` reports.
+#[tokio::test]
+async fn a_sinks_state_can_be_watched_until_it_reaches_a_position() {
+    let db = db().await;
+    let events = publish_and_read(&db.pool, &numbered(45)).await;
+    let sink = ScriptedSink::accepting("watched");
+    let dispatcher =
+        Dispatcher::start(db.pool.clone(), fast_config(), vec![SinkSpec::new(sink.clone()).batch(10)]).unwrap();
+    assert!(dispatcher.watch("nobody").is_none());
+    let mut changes = dispatcher.watch("watched").expect("the sink runs here");
+    let mut seen = Vec::new();
+    let last = events.last().unwrap().sequence;
+    while seen.last() != Some(&Some(last)) {
+        tokio::time::timeout(DEADLINE, changes.changed()).await.expect("a change in time").expect("the loop runs");
+        let position = changes.borrow_and_update().position;
+        if seen.last() != Some(&position) {
+            seen.push(position);
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "the watched position went back: {seen:?}");
+    assert_eq!(dispatcher.local_state("watched").unwrap().position, Some(last));
+    assert_eq!(sink.delivered(), events);
+    dispatcher.shutdown().await;
 }
 
 #[tokio::test]

@@ -154,6 +154,9 @@ async fn an_unreachable_server_is_a_retryable_failure() {
     let mut config = SinkConfig::new("nowhere", SinkKind::Redis);
     config.url = Some("redis://127.0.0.1:1".into());
     config.timeout_ms = Some(500);
-    let error = build_sink(&config).unwrap().deliver(&events).await.unwrap_err();
+    let sink = build_sink(&config).unwrap();
+    let error = sink.prepare().await.unwrap_err();
+    assert!(error.is_retryable() && error.message().contains("connecting to Redis"), "{error}");
+    let error = sink.deliver(&events).await.unwrap_err();
     assert!(error.is_retryable(), "{error}");
 }
