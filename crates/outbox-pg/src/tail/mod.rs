@@ -125,6 +125,7 @@ struct Shared {
     /// The time those reads took, in microseconds.
     read_micros: AtomicU64,
     detached: AtomicU64,
+    failed_reads: AtomicU64,
 }
 
 struct State {
@@ -151,6 +152,7 @@ impl Tail {
                 reads: AtomicU64::new(0),
                 read_micros: AtomicU64::new(0),
                 detached: AtomicU64::new(0),
+                failed_reads: AtomicU64::new(0),
             }),
         }
     }
@@ -209,6 +211,12 @@ impl Tail {
     /// benchmarks).
     pub fn detached(&self) -> u64 {
         self.shared.detached.load(Ordering::Relaxed)
+    }
+
+    /// How many of the tail's reads failed; each let every member go to reads of its own
+    /// (for tests and benchmarks).
+    pub fn failed_reads(&self) -> u64 {
+        self.shared.failed_reads.load(Ordering::Relaxed)
     }
 
     /// How far the tail has handed out everything, or `None` while it has no position.
@@ -438,6 +446,7 @@ impl Reader {
             }
             Err(error) => {
                 tracing::warn!(%error, "the shared tail's read failed; its members read on their own");
+                shared.failed_reads.fetch_add(1, Ordering::Relaxed);
                 state.index.drain().iter().for_each(|inbox| inbox.detach());
                 state.position = None;
                 state.generation += 1;

@@ -116,3 +116,45 @@ async fn followers_get_exactly_their_events_from_any_start() {
     }
     assert!(tail.detached() > 0, "some tiny inbox overflowed and its follower fell back to its own reads");
 }
+
+/// A failed read of the tail lets every member go and is counted apart from overflows; the
+/// follower then reads on its own, joins again once reads work, and misses nothing.
+#[tokio::test]
+async fn a_failed_tail_read_lets_every_member_go_and_is_counted() {
+    let db = TestDb::new().await;
+    let tail = Tail::new(db.pool.clone(), TailOptions { poll: Duration::from_millis(20), ..TailOptions::default() });
+    let start = head(&db.pool).await.expect("head");
+    let mut follower =
+        Follower::new(db.pool.clone(), ReadRequest::all(), start).on_tail(tail.clone(), 100).complete_at_start();
+    assert!(follower.is_live() && tail.members() == 1);
+
+    sqlx::query("ALTER TABLE outbox RENAME TO outbox_away").execute(&db.pool).await.expect("rename");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tail.failed_reads() == 0 {
+        assert!(Instant::now() < deadline, "the tail's read never failed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!follower.is_live(), "the member was not let go");
+    assert_eq!((tail.members(), tail.detached()), (0, 0), "a failed read is not an overflow");
+    sqlx::query("ALTER TABLE outbox_away RENAME TO outbox").execute(&db.pool).await.expect("rename back");
+
+    let batch: Vec<NewEvent> =
+        (0..3).map(|n| NewEvent::new("node.joined", "acme", "node/n1", json!({"n": n}))).collect();
+    let mut tx = db.pool.begin().await.expect("begin");
+    outbox_pg::publish_many(&mut *tx, &batch).await.expect("publish");
+    tx.commit().await.expect("commit");
+    settle(&db.pool, Duration::from_secs(30)).await;
+    let mut received = Vec::new();
+    while received.len() < 3 {
+        assert!(Instant::now() < deadline, "the follower never caught up: {follower:?}");
+        if follower.read_due() {
+            received.extend(follower.read().await.expect("read").iter().map(|e| e.event().clone()));
+        } else {
+            received.extend(follower.take().iter().map(|e| e.event().clone()));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let numbers: Vec<u64> = received.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [0, 1, 2]);
+    assert_eq!(tail.members(), 1, "it joined the tail again");
+}
