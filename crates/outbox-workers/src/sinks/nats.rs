@@ -6,10 +6,10 @@
 //! says otherwise). A batch is published without waiting, then every ack is
 //! awaited in order; the first failure reports its index ([`SinkError::at`]).
 //!
-//! The sink connects on its first delivery, not when it is built, and the client
-//! reconnects by itself. With `stream` set, that first delivery also creates the
-//! stream when it is absent, capturing the template's fixed prefix (`outbox.>`);
-//! an existing stream is used as it is.
+//! The sink connects in [`Sink::prepare`] or on its first delivery, whichever comes first
+//! (never when it is built), and the client reconnects by itself. With `stream` set,
+//! connecting also creates the stream when it is absent, capturing the template's fixed
+//! prefix (`outbox.>`); an existing stream is used as it is.
 
 use std::time::Duration;
 
