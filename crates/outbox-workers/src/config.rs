@@ -232,7 +232,7 @@ impl SinkConfig {
 }
 
 /// Builds the sink a `[[sinks]]` table describes. Nothing connects yet: broker sinks
-/// connect once their loop holds the lease ([`Sink::prepare`](crate::Sink::prepare), or
+/// connect once their loop holds the lease ([`Sink::prepare`], or
 /// the first delivery), so a server starts while a broker is down.
 pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
     config.validate()?;
