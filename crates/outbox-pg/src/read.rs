@@ -15,14 +15,10 @@
 //! [`ReadPage::next_after`], so a reader whose filter matches nothing still
 //! advances instead of re-scanning the same rows forever.
 
-use std::borrow::Cow;
-
-use outbox_core::{Data, Event, Pattern, Position, compact_json, millis};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use outbox_core::{Data, Event, Pattern, Position, millis};
 use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgTypeInfo, PgValueFormat, PgValueRef};
-use sqlx::{AssertSqlSafe, Decode, PgExecutor, Postgres, Type};
+use sqlx::postgres::{PgRow, PgTypeInfo, PgValueFormat, PgValueRef};
+use sqlx::{AssertSqlSafe, Decode, PgExecutor, Postgres, Row as _, Type};
 
 use crate::xid8::{position, seq_column};
 use crate::{Error, Result, Xid8};
@@ -160,7 +156,7 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
     }
     let scan_limit = request.rows_to_scan();
     let after = request.after.unwrap_or(Position::START);
-    let rows: Vec<Row> = sqlx::query_as(AssertSqlSafe(statement(request)))
+    let rows: Vec<Row> = sqlx::query(AssertSqlSafe(statement(request)))
         .bind(Xid8(after.txid))
         .bind(seq_column(after))
         .bind(i64::try_from(scan_limit).unwrap_or(i64::MAX))
@@ -168,6 +164,7 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
         .bind(&request.tenant_id)
         .bind(request.type_filter())
         .bind(&request.subject)
+        .try_map(decode_row)
         .fetch_all(executor)
         .await?;
     if request.is_filtered() {
@@ -203,7 +200,7 @@ pub fn statement(request: &ReadRequest) -> String {
     let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $5" } else { "AND $5::text IS NULL" };
     if !request.is_filtered() {
         return format!(
-            "SELECT o.txid, o.seq, o.topic, o.payload, NULL::bigint AS scanned, s.xmin
+            "SELECT o.txid, o.seq, o.topic, {FIELDS}, NULL::bigint AS scanned, s.xmin
             FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
             LEFT JOIN LATERAL (
                 SELECT txid, seq, topic, payload FROM outbox
@@ -225,25 +222,58 @@ pub fn statement(request: &ReadRequest) -> String {
             SELECT txid, seq, topic, payload FROM scan WHERE true {types} {subject}
             ORDER BY txid, seq LIMIT $4
         )
-        SELECT txid, seq, topic, payload, NULL::bigint AS scanned, NULL::xid8 AS xmin FROM hits
+        SELECT txid, seq, topic, {FIELDS}, NULL::bigint AS scanned, NULL::xid8 AS xmin FROM hits
         UNION ALL
-        SELECT last.txid, last.seq, NULL, NULL, counted.n, pg_snapshot_xmin(pg_current_snapshot())
+        SELECT last.txid, last.seq, NULL, NULL, NULL, NULL, NULL, NULL, counted.n, pg_snapshot_xmin(pg_current_snapshot())
         FROM (SELECT count(*) AS n FROM scan) counted
         LEFT JOIN LATERAL (SELECT txid, seq FROM scan ORDER BY txid DESC, seq DESC LIMIT 1) last ON true"
     )
 }
 
-/// `(txid, seq, topic, payload, scanned, xmin)`: an event, or (with `scanned` set) the scan's
-/// last row and the snapshot's xmin.
-type Row = (Option<Xid8>, Option<i64>, Option<String>, Option<PayloadText>, Option<i64>, Option<Xid8>);
+/// The payload's fields each read takes as columns, in [`Row`]'s order. PostgreSQL writes a
+/// string field as its text, unescaped, and only `data` as JSON: on pages of small events
+/// that costs the server 1.1 µs a row against 1.4 for writing the whole `jsonb` out, and
+/// spares the reader parsing it.
+const FIELDS: &str = "payload->>'id', payload->>'tenantId', payload->>'subject', payload->>'time', payload->'data'";
 
-/// The `payload` column as compact JSON text ([`compact_json`]), checked to be UTF-8 once as a
-/// whole. sqlx's `Json` would parse it from the bytes, checking each string on its own, and
-/// `data` would then be compacted and parsed again on its own: paging 100,000 small events,
-/// 14,100 instructions per row that way against 13,300 this way (callgrind).
-struct PayloadText(String);
+/// `(txid, seq, topic, id, tenantId, subject, time, data, scanned, xmin)`: an event, or (with
+/// `scanned` set) the scan's last row and the snapshot's xmin.
+type Row = (
+    Option<Xid8>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<DataText>,
+    Option<i64>,
+    Option<Xid8>,
+);
 
-impl Type<Postgres> for PayloadText {
+/// A row of either statement, its columns decoded by position: both statements fix their
+/// types, so sqlx's check of each column's type against the Rust one would only ever pass.
+/// Paging 20,000 small events, this and [`FIELDS`] take 10,500 instructions a row in this
+/// process, against 13,000 for the whole payload decoded with those checks (callgrind).
+fn decode_row(row: PgRow) -> std::result::Result<Row, sqlx::Error> {
+    Ok((
+        row.try_get_unchecked(0)?,
+        row.try_get_unchecked(1)?,
+        row.try_get_unchecked(2)?,
+        row.try_get_unchecked(3)?,
+        row.try_get_unchecked(4)?,
+        row.try_get_unchecked(5)?,
+        row.try_get_unchecked(6)?,
+        row.try_get_unchecked(7)?,
+        row.try_get_unchecked(8)?,
+        row.try_get_unchecked(9)?,
+    ))
+}
+
+/// A `jsonb` column as [`Data`]: its text made compact and checked once.
+struct DataText(Data);
+
+impl Type<Postgres> for DataText {
     fn type_info() -> PgTypeInfo {
         <serde_json::Value as Type<Postgres>>::type_info()
     }
@@ -253,29 +283,16 @@ impl Type<Postgres> for PayloadText {
     }
 }
 
-impl Decode<'_, Postgres> for PayloadText {
-    fn decode(value: PgValueRef<'_>) -> std::result::Result<PayloadText, BoxDynError> {
+impl Decode<'_, Postgres> for DataText {
+    fn decode(value: PgValueRef<'_>) -> std::result::Result<DataText, BoxDynError> {
         let text = match (value.format(), value.as_bytes()?) {
             // Binary `jsonb` is its format version (1, the only one) and then its text; binary
             // `json` is the text itself, which never starts with that byte.
             (PgValueFormat::Binary, [1, text @ ..]) => text,
             (_, text) => text,
         };
-        Ok(PayloadText(compact_json(std::str::from_utf8(text)?).into_owned()))
+        Ok(DataText(Data::from_json(std::str::from_utf8(text)?)?))
     }
-}
-
-/// The `payload` column as the outbox writes it, borrowed from its compact text.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StoredPayload<'a> {
-    id: String,
-    tenant_id: String,
-    subject: String,
-    #[serde(borrow)]
-    time: Cow<'a, str>,
-    #[serde(borrow, default)]
-    data: Option<&'a RawValue>,
 }
 
 fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usize) -> Result<ReadPage> {
@@ -283,14 +300,17 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
     let mut last_scanned = None;
     let mut scanned = 0;
     let mut xmin = 0;
-    for (txid, seq, topic, payload, scan_count, snapshot_xmin) in rows {
+    for (txid, seq, topic, id, tenant_id, subject, time, data, scan_count, snapshot_xmin) in rows {
         match (scan_count, txid, seq) {
             (Some(n), txid, seq) => {
                 scanned = usize::try_from(n).unwrap_or(0);
                 xmin = snapshot_xmin.map_or(0, |x| x.0);
                 last_scanned = txid.zip(seq).map(|(txid, seq)| position(txid, seq));
             }
-            (None, Some(txid), Some(seq)) => events.push(event_from_row(position(txid, seq), topic, payload)?),
+            (None, Some(txid), Some(seq)) => {
+                let fields = Fields { event_type: topic, id, tenant_id, subject, time, data };
+                events.push(event_from_row(position(txid, seq), fields)?);
+            }
             (None, _, _) => {
                 let reason = "a row without a position".into();
                 return Err(Error::MalformedRow { position: after, reason });
@@ -312,11 +332,12 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
 
 /// The rows of an unfiltered read: every row scanned is an event, each carrying the xmin.
 fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result<ReadPage> {
-    let xmin = rows.first().and_then(|row| row.5.as_ref()).map_or(0, |x| x.0);
+    let xmin = rows.first().and_then(|row| row.9.as_ref()).map_or(0, |x| x.0);
     let mut events = Vec::with_capacity(rows.len().min(limit + 1));
-    for (txid, seq, topic, payload, _, _) in rows {
+    for (txid, seq, topic, id, tenant_id, subject, time, data, _, _) in rows {
         if let (Some(txid), Some(seq)) = (txid, seq) {
-            events.push(event_from_row(position(txid, seq), topic, payload)?);
+            let fields = Fields { event_type: topic, id, tenant_id, subject, time, data };
+            events.push(event_from_row(position(txid, seq), fields)?);
         }
     }
     // A join keeps its lateral side's order in practice, not by contract: sort to be sure.
@@ -328,20 +349,24 @@ fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result
     Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
 }
 
-fn event_from_row(position: Position, topic: Option<String>, payload: Option<PayloadText>) -> Result<Event> {
+/// An event row's columns after its position.
+struct Fields {
+    event_type: Option<String>,
+    id: Option<String>,
+    tenant_id: Option<String>,
+    subject: Option<String>,
+    time: Option<String>,
+    data: Option<DataText>,
+}
+
+fn event_from_row(position: Position, fields: Fields) -> Result<Event> {
     let malformed = |reason: String| Error::MalformedRow { position, reason };
-    let (Some(event_type), Some(PayloadText(payload))) = (topic, payload) else {
-        return Err(malformed("topic or payload is null".into()));
+    let Fields { event_type, id, tenant_id, subject, time, data } = fields;
+    let Some(event_type) = event_type else { return Err(malformed("topic is null".into())) };
+    let (Some(id), Some(tenant_id), Some(subject), Some(time)) = (id, tenant_id, subject, time) else {
+        return Err(malformed("the payload lacks id, tenantId, subject or time".into()));
     };
-    let payload: StoredPayload<'_> = serde_json::from_str(&payload).map_err(|e| malformed(format!("payload: {e}")))?;
-    let time = millis::parse(&payload.time).map_err(|e| malformed(format!("time {:?}: {e}", payload.time)))?;
-    Ok(Event {
-        id: payload.id,
-        event_type,
-        tenant_id: payload.tenant_id,
-        subject: payload.subject,
-        time,
-        sequence: position,
-        data: payload.data.map(Data::from_raw).unwrap_or_default(),
-    })
+    let time = millis::parse(&time).map_err(|e| malformed(format!("time {time:?}: {e}")))?;
+    let data = data.map(|DataText(data)| data).unwrap_or_default();
+    Ok(Event { id, event_type, tenant_id, subject, time, sequence: position, data })
 }
