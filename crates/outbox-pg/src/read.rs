@@ -17,8 +17,8 @@
 
 use outbox_core::{Data, Event, Pattern, Position, millis};
 use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgRow, PgTypeInfo, PgValueFormat, PgValueRef};
-use sqlx::{AssertSqlSafe, Decode, PgExecutor, Postgres, Row as _, Type};
+use sqlx::postgres::{PgRow, PgValueFormat, PgValueRef};
+use sqlx::{AssertSqlSafe, Decode, PgExecutor, Postgres, Row as _};
 
 use crate::xid8::{position, seq_column};
 use crate::{Error, Result, Xid8};
@@ -272,16 +272,6 @@ fn decode_row(row: PgRow) -> std::result::Result<Row, sqlx::Error> {
 
 /// A `jsonb` column as [`Data`]: its text made compact and checked once.
 struct DataText(Data);
-
-impl Type<Postgres> for DataText {
-    fn type_info() -> PgTypeInfo {
-        <serde_json::Value as Type<Postgres>>::type_info()
-    }
-
-    fn compatible(ty: &PgTypeInfo) -> bool {
-        <serde_json::Value as Type<Postgres>>::compatible(ty)
-    }
-}
 
 impl Decode<'_, Postgres> for DataText {
     fn decode(value: PgValueRef<'_>) -> std::result::Result<DataText, BoxDynError> {
