@@ -1,8 +1,10 @@
 //! The xmin read: the commit-order gap, filters, paging, retention.
 
+use std::time::Duration;
+
 use outbox_core::{Event, Pattern, Position};
 use outbox_pg::read::{ReadRequest, head, read};
-use outbox_pg::testkit::TestDb;
+use outbox_pg::testkit::{TestDb, settle};
 use outbox_pg::{publish, publish_many};
 use serde_json::json;
 use sqlx::PgPool;
@@ -80,7 +82,7 @@ async fn hand_written_rows_read_field_by_field_and_a_broken_one_is_named() {
     });
     let (txid, seq): (i64, i64) = sqlx::query_as(insert).bind(good.to_string()).fetch_one(&db.pool).await.unwrap();
     let good_at = Position::new(txid as u64, seq as u64);
-    visible(&db.pool, good_at).await;
+    settle(&db.pool, Duration::from_secs(20)).await;
     let requests = [ReadRequest::all(), ReadRequest::all().types([Pattern::parse("node.*").unwrap()])];
     for request in &requests {
         let page = read(&db.pool, request).await.unwrap();
@@ -95,7 +97,7 @@ async fn hand_written_rows_read_field_by_field_and_a_broken_one_is_named() {
     let broken = json!({"tenantId": "acme", "subject": "node/n2", "time": "2026-09-24T10:15:02.114Z", "data": {}});
     let (txid, seq): (i64, i64) = sqlx::query_as(insert).bind(broken.to_string()).fetch_one(&db.pool).await.unwrap();
     let broken_at = Position::new(txid as u64, seq as u64);
-    visible(&db.pool, broken_at).await;
+    settle(&db.pool, Duration::from_secs(20)).await;
     for request in requests {
         match read(&db.pool, &request.after(good_at)).await {
             Err(outbox_pg::Error::MalformedRow { position, reason }) => {
@@ -104,16 +106,6 @@ async fn hand_written_rows_read_field_by_field_and_a_broken_one_is_named() {
             }
             other => panic!("a row without an id read as {other:?}"),
         }
-    }
-}
-
-/// Waits until the xmin rule shows `at` (a transaction still open elsewhere on the server
-/// holds every newer row back).
-async fn visible(pool: &PgPool, at: Position) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while head(pool).await.unwrap() < at {
-        assert!(std::time::Instant::now() < deadline, "{at} never became visible");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 
