@@ -73,6 +73,7 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0002_base", include_str!("../../../migrations/core/0002_base.sql")),
         Migration::new("core/0009_runtime", include_str!("../../../migrations/core/0009_runtime.sql")),
         Migration::new("core/0010_sink_health", include_str!("../../../migrations/core/0010_sink_health.sql")),
+        Migration::new("core/0011_clock_cached", include_str!("../../../migrations/core/0011_clock_cached.sql")),
     ]
 }
 
@@ -331,6 +332,6 @@ mod tests {
     #[test]
     fn embedded_core_migrations_are_valid() {
         Migrator::new().check().unwrap();
-        assert_eq!(core_migrations().len(), 4);
+        assert_eq!(core_migrations().len(), 5);
     }
 }

@@ -1,5 +1,6 @@
 //! Integration tests of outbox-pg against a real PostgreSQL, a fresh database per test.
 
+mod clock;
 mod concurrency;
 mod cursor;
 mod dead_letter;
