@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use outbox_e2e::client::{get, watch};
 use sqlx::Connection;
 
-use crate::support::Process;
+use crate::support::{Process, server_migration_count};
 
 /// What `outbox dev` printed.
 struct Dev {
@@ -64,7 +64,7 @@ async fn applied(url: &str) -> i64 {
 async fn dev_runs_a_migrated_database_serves_it_and_stops_it_on_ctrl_c() {
     let dir = data_dir("dev");
     let mut dev = start_dev(&dir, &[]);
-    assert_eq!(applied(&dev.url).await, 5);
+    assert_eq!(applied(&dev.url).await, server_migration_count());
     assert_eq!(get(dev.addr, "/readyz", None).await.status, 200);
     assert_eq!(get(dev.addr, "/events", Some(&dev.token)).await.status, 200, "the printed admin token works");
     let first_token = dev.token.clone();
@@ -77,7 +77,7 @@ async fn dev_runs_a_migrated_database_serves_it_and_stops_it_on_ctrl_c() {
     // The data and the secret stay: a second start reuses the cluster, applies nothing, and
     // accepts the first run's token.
     let mut again = start_dev(&dir, &[]);
-    assert_eq!(applied(&again.url).await, 5);
+    assert_eq!(applied(&again.url).await, server_migration_count());
     assert_eq!(get(again.addr, "/events", Some(&first_token)).await.status, 200, "tokens survive a restart");
     again.process.child.kill().unwrap();
     again.process.child.wait().unwrap();

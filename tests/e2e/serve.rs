@@ -6,7 +6,7 @@ use outbox_e2e::client::{EventStream, Frame, get, post, watch};
 use outbox_pg::testkit::TestDb;
 use serde_json::json;
 
-use crate::support::{issue_token, run, serve, text};
+use crate::support::{issue_token, run, serve, server_migration_count, text};
 
 fn access_denied(frame: &Frame) -> bool {
     frame.event.as_deref() == Some("error") && frame.data.as_deref().is_some_and(|d| d.contains("ACCESS_DENIED"))
@@ -40,7 +40,7 @@ async fn serve_migrates_answers_health_and_authenticates_callers() {
     assert_eq!(ready.status, 200, "{}", ready.body);
     let migrations: i64 =
         sqlx::query_scalar("SELECT count(*) FROM compute_migrations").fetch_one(&db.pool).await.unwrap();
-    assert_eq!(migrations, 5, "core and server migrations applied");
+    assert_eq!(migrations, server_migration_count(), "core and server migrations applied");
 
     let token = issue_token(&["--tenant", "acme", "--scopes", "events:read"]);
     assert_eq!(get(addr, "/events", Some(&token)).await.status, 200, "token issue's token verifies");

@@ -165,6 +165,12 @@ impl Drop for Process {
     }
 }
 
+/// How many migrations the `outbox` binary applies: the core ones and the server's own
+/// (`server/0001_revocations`).
+pub fn server_migration_count() -> i64 {
+    i64::try_from(outbox_pg::migrate::core_migrations().len()).unwrap_or(i64::MAX) + 1
+}
+
 /// A secret every test server of this suite accepts.
 pub const SECRET: &str = "e2e-secret-0123456789abcdef0123456789";
 
