@@ -73,7 +73,7 @@ pub mod millis {
     /// Formats `time` in the event shape's form.
     pub fn format(time: OffsetDateTime) -> String {
         match digits(time) {
-            Some(text) => String::from_utf8_lossy(&text).into_owned(),
+            Some(text) => std::str::from_utf8(&text).unwrap_or_default().to_owned(),
             None => time.to_offset(UtcOffset::UTC).format(FORMAT).expect("every UTC time in range formats"),
         }
     }

@@ -1,7 +1,7 @@
 //! The database clock: `compute_now()` follows every move of the offset, in every session,
 //! even one that has called it before, and stays fixed within a transaction like `now()`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use outbox_pg::clock;
 use outbox_pg::sqlx::{self, Connection, PgConnection};
@@ -40,7 +40,15 @@ async fn within_a_transaction_the_clock_stands_still_and_every_row_gets_the_same
     let mut connection = PgConnection::connect(&db.url).await.unwrap();
     let mut tx = connection.begin().await.unwrap();
     let first = compute_now(&mut tx).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Wait, with a deadline, until the wall clock has moved a millisecond past the transaction's start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sqlx::query_scalar::<_, bool>("SELECT clock_timestamp() > now() + interval '1 millisecond'")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap()
+    {
+        assert!(Instant::now() < deadline, "the wall clock did not move within the transaction");
+    }
     assert_eq!(compute_now(&mut tx).await, first, "compute_now() moved within one transaction");
     let distinct: i64 = sqlx::query_scalar(
         "SELECT count(DISTINCT t) FROM (SELECT compute_now() AS t FROM generate_series(1, 1000)) rows",
