@@ -19,7 +19,8 @@
 //! (`process`: the dispatcher or the bare client), the PostgreSQL backends of the
 //! benchmark's database, and Redis (`-` for a part that is not a local process). Rates move
 //! with the machine's load from one run to the next; these figures move less, and show where
-//! a contender's time goes.
+//! a contender's time goes. From them, the redis sink at full CPU: the rate its CPU per event
+//! allows with every core of the machine busy on it, against bare `XADD`s.
 //!
 //! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
 //! separated by commas) runs only the contenders whose label starts with one of them, e.g.
@@ -172,6 +173,23 @@ async fn main() {
             per_event(this),
             per_event(postgres),
             per_event(redis)
+        );
+    }
+    // Every part of the redis sink is a local process here: its CPU per event bounds how fast
+    // it could go with every core busy on it and nothing else, whatever the dispatcher does.
+    let (sink, bare) = (2, 3);
+    if chosen.contains(&Contender::ALL[sink])
+        && chosen.contains(&Contender::ALL[bare])
+        && let Cpu { this: Some(this), postgres: Some(postgres), redis: Some(redis) } = cpu[sink]
+        && let Ok(cores) = std::thread::available_parallelism()
+    {
+        let per_event = (this + postgres + redis) as f64 / 1e9 / (count * rounds) as f64;
+        let ceiling = cores.get() as f64 / per_event;
+        println!(
+            "  {:<38} {:.2}  (reference: {cores} cores / {:.2} µs of CPU per event = {ceiling:.0} events/s)",
+            "redis sink at full CPU / bare XADD",
+            ceiling / rate(bare),
+            per_event * 1e6,
         );
     }
 }
