@@ -230,44 +230,42 @@ pub fn statement(request: &ReadRequest) -> String {
     )
 }
 
-/// The payload's fields each read takes as columns, in [`Row`]'s order. PostgreSQL writes a
+/// The payload's fields each read takes as columns, in [`Fields`]' order. PostgreSQL writes a
 /// string field as its text, unescaped, and only `data` as JSON: on pages of small events
 /// that costs the server 1.1 µs a row against 1.4 for writing the whole `jsonb` out, and
 /// spares the reader parsing it.
 const FIELDS: &str = "payload->>'id', payload->>'tenantId', payload->>'subject', payload->>'time', payload->'data'";
 
-/// `(txid, seq, topic, id, tenantId, subject, time, data, scanned, xmin)`: an event, or (with
-/// `scanned` set) the scan's last row and the snapshot's xmin.
-type Row = (
-    Option<Xid8>,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<DataText>,
-    Option<i64>,
-    Option<Xid8>,
-);
+/// A row of either statement: an event (its position and [`Fields`]), or (with `scanned` set)
+/// the scan's last row and the snapshot's xmin.
+struct Row {
+    txid: Option<Xid8>,
+    seq: Option<i64>,
+    fields: Fields,
+    scanned: Option<i64>,
+    xmin: Option<Xid8>,
+}
 
-/// A row of either statement, its columns decoded by position: both statements fix their
-/// types, so sqlx's check of each column's type against the Rust one would only ever pass.
-/// Paging 20,000 small events, this and [`FIELDS`] take 10,500 instructions a row in this
-/// process, against 13,000 for the whole payload decoded with those checks (callgrind).
+/// A row of either statement, its columns decoded by position (`txid, seq, topic`, the
+/// [`FIELDS`], `scanned, xmin`): both statements fix their types, so sqlx's check of each
+/// column's type against the Rust one would only ever pass. Paging 20,000 small events, this
+/// and [`FIELDS`] take 10,500 instructions a row in this process, against 13,000 for the whole
+/// payload decoded with those checks (callgrind).
 fn decode_row(row: PgRow) -> std::result::Result<Row, sqlx::Error> {
-    Ok((
-        row.try_get_unchecked(0)?,
-        row.try_get_unchecked(1)?,
-        row.try_get_unchecked(2)?,
-        row.try_get_unchecked(3)?,
-        row.try_get_unchecked(4)?,
-        row.try_get_unchecked(5)?,
-        row.try_get_unchecked(6)?,
-        row.try_get_unchecked(7)?,
-        row.try_get_unchecked(8)?,
-        row.try_get_unchecked(9)?,
-    ))
+    Ok(Row {
+        txid: row.try_get_unchecked(0)?,
+        seq: row.try_get_unchecked(1)?,
+        fields: Fields {
+            event_type: row.try_get_unchecked(2)?,
+            id: row.try_get_unchecked(3)?,
+            tenant_id: row.try_get_unchecked(4)?,
+            subject: row.try_get_unchecked(5)?,
+            time: row.try_get_unchecked(6)?,
+            data: row.try_get_unchecked(7)?,
+        },
+        scanned: row.try_get_unchecked(8)?,
+        xmin: row.try_get_unchecked(9)?,
+    })
 }
 
 /// A `jsonb` column as [`Data`]: its text made compact and checked once.
@@ -290,17 +288,14 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
     let mut last_scanned = None;
     let mut scanned = 0;
     let mut xmin = 0;
-    for (txid, seq, topic, id, tenant_id, subject, time, data, scan_count, snapshot_xmin) in rows {
+    for Row { txid, seq, fields, scanned: scan_count, xmin: snapshot_xmin } in rows {
         match (scan_count, txid, seq) {
             (Some(n), txid, seq) => {
                 scanned = usize::try_from(n).unwrap_or(0);
                 xmin = snapshot_xmin.map_or(0, |x| x.0);
                 last_scanned = txid.zip(seq).map(|(txid, seq)| position(txid, seq));
             }
-            (None, Some(txid), Some(seq)) => {
-                let fields = Fields { event_type: topic, id, tenant_id, subject, time, data };
-                events.push(event_from_row(position(txid, seq), fields)?);
-            }
+            (None, Some(txid), Some(seq)) => events.push(event_from_row(position(txid, seq), fields)?),
             (None, _, _) => {
                 let reason = "a row without a position".into();
                 return Err(Error::MalformedRow { position: after, reason });
@@ -322,11 +317,10 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
 
 /// The rows of an unfiltered read: every row scanned is an event, each carrying the xmin.
 fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result<ReadPage> {
-    let xmin = rows.first().and_then(|row| row.9.as_ref()).map_or(0, |x| x.0);
+    let xmin = rows.first().and_then(|row| row.xmin.as_ref()).map_or(0, |x| x.0);
     let mut events = Vec::with_capacity(rows.len().min(limit + 1));
-    for (txid, seq, topic, id, tenant_id, subject, time, data, _, _) in rows {
+    for Row { txid, seq, fields, .. } in rows {
         if let (Some(txid), Some(seq)) = (txid, seq) {
-            let fields = Fields { event_type: topic, id, tenant_id, subject, time, data };
             events.push(event_from_row(position(txid, seq), fields)?);
         }
     }
@@ -339,7 +333,7 @@ fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result
     Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
 }
 
-/// An event row's columns after its position.
+/// An event row's columns after its position: `topic` and the payload's [`FIELDS`].
 struct Fields {
     event_type: Option<String>,
     id: Option<String>,
