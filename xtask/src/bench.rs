@@ -1,12 +1,19 @@
 //! `cargo xtask bench <which>`: throughput measured side by side in one run, printed as ratios.
-//! `publish` is here; `http`, `sinks` and `fanout` have modules of their own.
+//! `publish` is here; `http`, `sinks`, `retention` and `fanout` have modules of their own.
+//! Every benchmark reaches PostgreSQL over TCP to 127.0.0.1, as users do, and prints the
+//! Unix socket's figures beside where it says so; `--socket` measures through the socket alone.
 //!
 //! `publish` compares, on the same table and interleaved round by round so that the
-//! table's growth and the machine's noise fall on every contender alike:
+//! table's growth and the machine's noise fall on every contender alike, over TCP and
+//! through the socket:
 //! - `publish_many` in transactions of 1, 100 and 1000 events against a raw
 //!   `COPY … FROM STDIN` of the same rows in transactions of the same size (the
 //!   physical limit of loading rows);
-//! - one `publish` + commit against a bare `INSERT` + commit of the same row.
+//! - one `publish` + commit against a bare `INSERT` + commit of the same row;
+//! - each batched contender over TCP against the same through the socket.
+//!
+//! Targets over TCP: `publish_many` ≥ 0.7 of `COPY` at 100 and ≥ 0.8 at 1000, `publish` ≥
+//! 0.95 of the bare `INSERT`, and `publish_many` over TCP ≥ 0.9 of the same through the socket.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +22,7 @@ use outbox_core::NewEvent;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::services::{ScratchDatabase, postgres};
+use crate::services::{ScratchDatabase, Transport, Transports, postgres};
 
 #[derive(Subcommand)]
 pub enum Which {
@@ -58,31 +65,29 @@ pub enum Which {
     },
 }
 
-pub fn run(which: Which) -> anyhow::Result<()> {
+pub fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
     if cfg!(debug_assertions) {
         return rerun_in_release();
     }
     let (rows, rounds, singles) = match which {
         Which::Publish { rows, rounds, singles } => (rows, rounds, singles),
-        Which::Http => return crate::bench_http::run(),
-        Which::Sinks => return crate::bench_sinks::run(),
-        Which::Retention { rows } => return crate::bench_retention::run(rows),
-        Which::Fanout => return crate::bench_fanout::run(),
+        Which::Http => return crate::bench_http::run(transports),
+        Which::Sinks => return crate::bench_sinks::run(transports),
+        Which::Retention { rows } => return crate::bench_retention::run(rows, transports),
+        Which::Fanout => return crate::bench_fanout::run(transports),
         Which::FanoutServer { server_url, database, mode } => {
             return crate::bench_fanout::serve(&server_url, &database, crate::bench_fanout::Mode::parse(&mode)?);
         }
     };
     let server = postgres()?;
+    let transports = transports.available(&server)?;
     crate::runtime()?.block_on(async {
-        let socket = server.socket_dir();
-        match &socket {
-            Some(dir) => println!("bench publish: connected through the Unix socket in {}", dir.display()),
-            None => {
-                println!("bench publish: connected over TCP (sqlx 0.9.0 leaves Nagle on: large messages wait ~40 ms)")
-            }
+        let db = ScratchDatabase::create(&server.url_over(Transport::Tcp)?, "outbox_bench").await?;
+        let mut pools = Vec::new();
+        for &transport in &transports {
+            pools.push((transport, db.pool_on(&server.url_over(transport)?, 4).await?));
         }
-        let db = ScratchDatabase::create_via(&server.url(), socket.as_deref(), "outbox_bench").await?;
-        let result = bench_publish(&db.pool, rows, rounds, singles).await;
+        let result = bench_publish(&pools, Sizes { rows, rounds, singles }).await;
         db.drop_now().await?;
         result
     })
@@ -97,18 +102,7 @@ enum Contender {
 }
 
 impl Contender {
-    fn label(self) -> String {
-        match self {
-            Contender::PublishMany(batch) => format!("publish_many batch={batch}"),
-            Contender::Copy(batch) => format!("COPY batch={batch}"),
-            Contender::Publish => "publish + commit".into(),
-            Contender::Insert => "bare INSERT + commit".into(),
-        }
-    }
-}
-
-async fn bench_publish(pool: &PgPool, rows: usize, rounds: usize, singles: usize) -> anyhow::Result<()> {
-    let contenders = [
+    const ALL: [Contender; 8] = [
         Contender::PublishMany(1),
         Contender::Copy(1),
         Contender::PublishMany(100),
@@ -118,45 +112,96 @@ async fn bench_publish(pool: &PgPool, rows: usize, rounds: usize, singles: usize
         Contender::Publish,
         Contender::Insert,
     ];
-    let mut totals = vec![(0_usize, Duration::ZERO); contenders.len()];
-    for round in 0..rounds {
+
+    fn label(self) -> String {
+        match self {
+            Contender::PublishMany(batch) => format!("publish_many batch={batch}"),
+            Contender::Copy(batch) => format!("COPY batch={batch}"),
+            Contender::Publish => "publish + commit".into(),
+            Contender::Insert => "bare INSERT + commit".into(),
+        }
+    }
+
+    /// Events per round: single-event transactions measure commits, and take longer each.
+    fn events(self, sizes: Sizes) -> usize {
+        match self {
+            Contender::PublishMany(1) | Contender::Copy(1) | Contender::Publish | Contender::Insert => sizes.singles,
+            _ => sizes.rows,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Sizes {
+    rows: usize,
+    rounds: usize,
+    singles: usize,
+}
+
+/// Every contender over every transport, interleaved round by round on one table.
+async fn bench_publish(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::Result<()> {
+    let runs: Vec<(Contender, usize)> =
+        Contender::ALL.into_iter().flat_map(|c| (0..pools.len()).map(move |p| (c, p))).collect();
+    let mut totals = vec![(0_usize, Duration::ZERO); runs.len()];
+    for round in 0..sizes.rounds {
         // Every other round runs the contenders in reverse, so that none always follows the
         // same neighbour (a large COPY leaves the server busy writing back for a moment).
-        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        let mut order: Vec<usize> = (0..runs.len()).collect();
         if round % 2 == 1 {
             order.reverse();
         }
-        for (slot, contender) in order.into_iter().map(|slot| (slot, &contenders[slot])) {
-            let n = match contender {
-                Contender::PublishMany(1) | Contender::Copy(1) | Contender::Publish | Contender::Insert => singles,
-                _ => rows,
-            };
-            let elapsed = run_contender(pool, *contender, n).await?;
+        for slot in order {
+            let (contender, pool) = runs[slot];
+            let n = contender.events(sizes);
             totals[slot].0 += n;
-            totals[slot].1 += elapsed;
+            totals[slot].1 += run_contender(&pools[pool].1, contender, n).await?;
         }
-        eprintln!("xtask: bench publish: round {}/{rounds} done", round + 1);
+        eprintln!("xtask: bench publish: round {}/{} done", round + 1, sizes.rounds);
     }
-    let rate = |slot: usize| totals[slot].0 as f64 / totals[slot].1.as_secs_f64();
-    println!(
-        "bench publish: {rounds} rounds, {rows} events per batched contender and {singles} per single one per round"
-    );
-    for (slot, contender) in contenders.iter().enumerate() {
-        println!("  {:<24} {:>10.0} events/s", contender.label(), rate(slot));
-    }
-    let line = |ours: usize, limit: usize, target: Option<f64>| {
-        let ratio = rate(ours) / rate(limit);
-        let verdict = match target {
-            Some(target) if ratio >= target => format!("meets target >= {target:.2}"),
-            Some(target) => format!("MISSES target >= {target:.2}"),
-            None => "no target: one-row transactions measure commits, not loading".into(),
-        };
-        println!("  ratio {} / {} = {ratio:.2} ({verdict})", contenders[ours].label(), contenders[limit].label());
+    let rate = |contender: Contender, pool: usize| {
+        let slot = runs.iter().position(|&run| run == (contender, pool)).expect("every contender ran");
+        totals[slot].0 as f64 / totals[slot].1.as_secs_f64()
     };
-    line(0, 1, None);
-    line(2, 3, Some(0.7));
-    line(4, 5, Some(0.7));
-    line(6, 7, Some(0.9));
+    let primary = pools[0].0.label();
+    println!(
+        "bench publish: {} rounds, {} events per batched contender and {} per single one per round; PostgreSQL over {}",
+        sizes.rounds,
+        sizes.rows,
+        sizes.singles,
+        pools.iter().map(|(t, _)| t.label()).collect::<Vec<_>>().join(" and, beside it, "),
+    );
+    let header: String = pools.iter().map(|(t, _)| format!("{:>12}", t.label())).collect();
+    println!("  {:<24}{header}   events/s", "");
+    for contender in Contender::ALL {
+        let figures: String = (0..pools.len()).map(|p| format!("{:>12.0}", rate(contender, p))).collect();
+        println!("  {:<24}{figures}", contender.label());
+    }
+    let line = |what: String, ratio: f64, target: Result<f64, &str>| {
+        let verdict = match target {
+            Ok(target) if ratio >= target => format!("meets target >= {target:.2}"),
+            Ok(target) => format!("MISSES target >= {target:.2}"),
+            Err(note) => note.to_owned(),
+        };
+        println!("  ratio {what} = {ratio:.2} ({verdict})");
+    };
+    let against = |ours: Contender, limit: Contender, target: Result<f64, &str>| {
+        let what = format!("{} / {}, {primary}", ours.label(), limit.label());
+        line(what, rate(ours, 0) / rate(limit, 0), target);
+    };
+    against(Contender::PublishMany(1), Contender::Copy(1), Err("no target: one-row transactions measure commits"));
+    against(Contender::PublishMany(100), Contender::Copy(100), Ok(0.7));
+    against(Contender::PublishMany(1000), Contender::Copy(1000), Ok(0.8));
+    against(Contender::Publish, Contender::Insert, Ok(0.95));
+    if let [(first, _), (second, _)] = pools {
+        for contender in [Contender::PublishMany(100), Contender::PublishMany(1000), Contender::Copy(1000)] {
+            let what = format!("{} {} / {}", contender.label(), first.label(), second.label());
+            let target = match contender {
+                Contender::PublishMany(_) => Ok(0.9),
+                _ => Err("reference: what the transport costs a raw load"),
+            };
+            line(what, rate(contender, 0) / rate(contender, 1), target);
+        }
+    }
     Ok(())
 }
 

@@ -5,7 +5,8 @@
 //! - `GET /events?limit=1000` pages over loopback HTTP, each page parsed back into events;
 //! - one `GET /watch` Server-Sent-Events stream over loopback, from the start to the last event.
 //!
-//! Targets: SSE ≥ 0.5 of the bare query, `/events` ≥ 0.6.
+//! Each is measured over TCP and through the Unix socket (`--socket`: the socket alone),
+//! interleaved. Targets, over TCP: SSE ≥ 0.5 of the bare query, `/events` ≥ 0.6.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,22 +24,45 @@ use outbox_pg::read::{ReadRequest, read};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::services::{ScratchDatabase, postgres};
+use crate::services::{ScratchDatabase, Transport, Transports, postgres};
 
 /// The tenant of every benchmark request (`bench http` and `bench fanout`).
 pub(crate) const TENANT: &str = "bench";
 const PAGE: usize = 1_000;
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(transports: Transports) -> anyhow::Result<()> {
     let (events, rounds) = (50_000, 3);
     let server = postgres()?;
+    let transports = transports.available(&server)?;
     crate::runtime()?.block_on(async {
-        let socket = server.socket_dir();
-        let db = ScratchDatabase::create_via(&server.url(), socket.as_deref(), "outbox_bench_http").await?;
-        let result = bench(&db.pool, events, rounds).await;
+        let db = ScratchDatabase::create(&server.url_over(Transport::Tcp)?, "outbox_bench_http").await?;
+        fill(&db.pool, events).await?;
+        let mut sides = Vec::new();
+        for &transport in &transports {
+            sides.push(Side::start(transport, db.pool_on(&server.url_over(transport)?, 4).await?).await?);
+        }
+        let result = bench(&sides, events, rounds).await;
+        sides.iter().for_each(|side| side.service.shutdown());
         db.drop_now().await?;
         result
     })
+}
+
+/// The contenders over one transport: a pool, and a service on it served over loopback.
+struct Side {
+    transport: Transport,
+    pool: PgPool,
+    service: OutboxService,
+    port: u16,
+}
+
+impl Side {
+    async fn start(transport: Transport, pool: PgPool) -> anyhow::Result<Side> {
+        let options = WatchOptions { batch: PAGE, poll_ms: 20, ..WatchOptions::default() };
+        let service = OutboxService::new(pool.clone(), Arc::new(Everyone)).with_options(options);
+        let port = serve(service.clone()).await?;
+        Ok(Side { transport, pool, service, port })
+    }
 }
 
 /// Every request is the benchmark tenant with `events:read`.
@@ -55,33 +79,41 @@ impl Authorizer for Everyone {
     }
 }
 
-async fn bench(pool: &PgPool, events: usize, rounds: usize) -> anyhow::Result<()> {
-    fill(pool, events).await?;
-    let options = WatchOptions { batch: PAGE, poll_ms: 20, ..WatchOptions::default() };
-    let service = OutboxService::new(pool.clone(), Arc::new(Everyone)).with_options(options);
-    let port = serve(service.clone()).await?;
+const CONTENDERS: [&str; 3] = ["bare xmin query (outbox_pg::read)", "GET /events pages", "GET /watch (one SSE client)"];
+
+async fn bench(sides: &[Side], events: usize, rounds: usize) -> anyhow::Result<()> {
     let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let mut totals = [Duration::ZERO; 3];
+    let mut totals = vec![[Duration::ZERO; CONTENDERS.len()]; sides.len()];
     for round in 0..rounds {
-        totals[0] += timed(bare(pool, events)).await?;
-        totals[1] += timed(pages(&client, port, events)).await?;
-        totals[2] += timed(stream(&client, port, events)).await?;
+        for (side, totals) in sides.iter().zip(&mut totals) {
+            totals[0] += timed(bare(&side.pool, events)).await?;
+            totals[1] += timed(pages(&client, side.port, events)).await?;
+            totals[2] += timed(stream(&client, side.port, events)).await?;
+        }
         eprintln!("xtask: bench http: round {}/{rounds} done", round + 1);
     }
-    service.shutdown();
-    let rate = |slot: usize| (events * rounds) as f64 / totals[slot].as_secs_f64();
+    let rate = |side: usize, slot: usize| (events * rounds) as f64 / totals[side][slot].as_secs_f64();
     println!("bench http: {rounds} rounds of {events} events of one tenant, pages of {PAGE}, loopback");
-    println!("  {:<36} {:>10.0} events/s", "bare xmin query (outbox_pg::read)", rate(0));
-    println!("  {:<36} {:>10.0} events/s", "GET /events pages", rate(1));
-    println!("  {:<36} {:>10.0} events/s", "GET /watch (one SSE client)", rate(2));
-    report("GET /watch / bare query", rate(2) / rate(0), 0.5);
-    report("GET /events / bare query", rate(1) / rate(0), 0.6);
+    let header: String = sides.iter().map(|side| format!("{:>12}", side.transport.label())).collect();
+    println!("  {:<36}{header}   events/s", "PostgreSQL over");
+    for (slot, label) in CONTENDERS.iter().enumerate() {
+        let figures: String = (0..sides.len()).map(|side| format!("{:>12.0}", rate(side, slot))).collect();
+        println!("  {label:<36}{figures}");
+    }
+    for (what, slot, target) in [("GET /watch / bare query", 2, 0.5), ("GET /events / bare query", 1, 0.6)] {
+        let ratios: Vec<f64> = (0..sides.len()).map(|side| rate(side, slot) / rate(side, 0)).collect();
+        report(what, &ratios, sides, target);
+    }
     Ok(())
 }
 
-fn report(what: &str, ratio: f64, target: f64) {
-    let verdict = if ratio >= target { "meets" } else { "MISSES" };
-    println!("  ratio {what} = {ratio:.2} ({verdict} target >= {target:.2})");
+/// The ratio over each transport; the target applies to the first.
+fn report(what: &str, ratios: &[f64], sides: &[Side], target: f64) {
+    let verdict = if ratios[0] >= target { "meets" } else { "MISSES" };
+    let beside: String =
+        ratios.iter().zip(sides).skip(1).map(|(ratio, side)| format!(", {ratio:.2} {}", side.transport.label())).collect();
+    let primary = sides[0].transport.label();
+    println!("  ratio {what} = {:.2} {primary}{beside} ({verdict} target >= {target:.2} over {primary})", ratios[0]);
 }
 
 async fn timed(work: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<Duration> {

@@ -31,9 +31,6 @@ impl Postgres {
     }
 
     /// The server's Unix socket directory when it is on this machine and has one.
-    ///
-    /// sqlx 0.9.0 leaves Nagle's algorithm on for TCP, so a message larger than one segment
-    /// waits ~40 ms for the server's delayed ACK; measurements go through the socket instead.
     pub fn socket_dir(&self) -> Option<std::path::PathBuf> {
         let (dir, port) = match self {
             Postgres::Running(url) => {
@@ -52,6 +49,78 @@ impl Postgres {
         let url = self.url();
         let separator = if url.contains('?') { '&' } else { '?' };
         Some(format!("{url}{separator}host={}", dir.display()))
+    }
+}
+
+/// How a benchmark reaches PostgreSQL. Users reach it over TCP, so benchmarks measure there by
+/// default; the Unix socket is the reference beside it (and what `--socket` measures alone).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Transport {
+    /// TCP to the server's address (127.0.0.1 for a local one).
+    Tcp,
+    /// The server's Unix socket.
+    Socket,
+}
+
+impl Transport {
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Tcp => "TCP",
+            Transport::Socket => "socket",
+        }
+    }
+}
+
+/// The transports one benchmark run measures: `primary` carries the targets; `beside`, when
+/// there is one, is measured in the same run and printed next to it.
+#[derive(Clone, Copy, Debug)]
+pub struct Transports {
+    pub primary: Transport,
+    pub beside: Option<Transport>,
+}
+
+impl Transports {
+    /// TCP with the socket beside it, or the socket alone (`--socket`).
+    pub fn new(socket_only: bool) -> Transports {
+        if socket_only {
+            Transports { primary: Transport::Socket, beside: None }
+        } else {
+            Transports { primary: Transport::Tcp, beside: Some(Transport::Socket) }
+        }
+    }
+
+    /// The transports in measuring order, the primary first; a socket beside TCP is left out
+    /// (and said so) when the server has none.
+    pub fn available(self, postgres: &Postgres) -> anyhow::Result<Vec<Transport>> {
+        let mut list = vec![self.primary];
+        if self.primary == Transport::Socket && postgres.socket_dir().is_none() {
+            bail!("--socket: the PostgreSQL at {} has no Unix socket on this machine", postgres.url());
+        }
+        match self.beside {
+            Some(Transport::Socket) if postgres.socket_dir().is_none() => {
+                eprintln!("xtask: this PostgreSQL has no Unix socket here; measuring over TCP alone")
+            }
+            Some(beside) => list.push(beside),
+            None => {}
+        }
+        Ok(list)
+    }
+}
+
+impl Postgres {
+    /// The server's URL over `transport`.
+    pub fn url_over(&self, transport: Transport) -> anyhow::Result<String> {
+        match transport {
+            Transport::Tcp => {
+                let url = self.url();
+                let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+                if options.get_host().starts_with('/') {
+                    bail!("DATABASE_URL names a Unix socket; benchmarks connect over TCP (or pass --socket)");
+                }
+                Ok(url)
+            }
+            Transport::Socket => self.socket_url().context("this PostgreSQL has no Unix socket on this machine"),
+        }
     }
 }
 
@@ -149,19 +218,21 @@ pub struct ScratchDatabase {
 }
 
 impl ScratchDatabase {
-    /// A scratch database reached through `socket_dir` when given, else over TCP.
-    pub async fn create_via(
-        server_url: &str,
-        socket_dir: Option<&Path>,
-        prefix: &str,
-    ) -> anyhow::Result<ScratchDatabase> {
-        let db = ScratchDatabase::create(server_url, prefix).await?;
-        let Some(dir) = socket_dir else { return Ok(db) };
-        db.pool.close().await;
+    /// A pool of `max` connections on this database, on the server `server_url` names (the
+    /// same server reached another way: over TCP, or through its socket).
+    pub async fn pool_on(&self, server_url: &str, max: u32) -> anyhow::Result<sqlx::PgPool> {
         let options: sqlx::postgres::PgConnectOptions = server_url.parse()?;
-        let options = options.socket(dir).database(&db.name);
-        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect_with(options).await?;
-        Ok(ScratchDatabase { pool, ..db })
+        Ok(outbox_pg::pool::options().max_connections(max).connect_with(options.database(&self.name)).await?)
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This database's URL on the server `server_url` names (its query kept).
+    pub fn url_on(&self, server_url: &str) -> String {
+        outbox_pg::testkit::database_url(server_url, &self.name)
     }
 
     pub async fn create(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {

@@ -258,7 +258,9 @@ async fn connect(url: &str) -> PgConnection {
 }
 
 /// Replaces the database name in a `postgres://…/<db>` URL.
-fn database_url(admin_url: &str, database: &str) -> String {
+/// `admin_url` with its database replaced by `database`, its query (a socket `host=`, options)
+/// kept.
+pub fn database_url(admin_url: &str, database: &str) -> String {
     let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
     let authority_end = base.find("://").map_or(0, |i| i + 3);
     let base = match base[authority_end..].find('/') {
