@@ -47,6 +47,10 @@ enum Command {
     Ci,
     /// Benchmarks that print ratios measured side by side.
     Bench {
+        /// Reach PostgreSQL through its Unix socket only; by default benchmarks connect over
+        /// TCP to 127.0.0.1, as users do, and print the socket's figures beside.
+        #[arg(long, global = true)]
+        socket: bool,
         #[command(subcommand)]
         which: bench::Which,
     },
@@ -76,7 +80,7 @@ fn main() -> std::process::ExitCode {
         Command::Migrate { dry_run } => migrate::run(dry_run),
         Command::Test { args } => services::run_tests(&args),
         Command::Ci => ci::run(),
-        Command::Bench { which } => bench::run(which),
+        Command::Bench { socket, which } => bench::run(which, services::Transports::new(socket)),
         Command::Explain { rows } => explain::run(rows),
         Command::Codegen { check } => codegen::run(check),
     };
