@@ -74,19 +74,29 @@ pub fn validate_event(index: usize, event: &NewEvent, limits: &Limits) -> Result
     if !is_valid_type(&event.event_type) {
         return Err(fail("type", format!("must match {TYPE_RULE} (got {:?})", truncated(&event.event_type))));
     }
-    if !is_valid_tenant_id(&event.tenant_id) {
-        return Err(fail("tenantId", format!("must match {TENANT_RULE} (got {:?})", truncated(&event.tenant_id))));
-    }
-    if !is_valid_subject(&event.subject) {
-        return Err(fail(
-            "subject",
-            format!(
-                "must be <kind>/<id> with kind {SUBJECT_KIND_RULE} and id {SUBJECT_ID_RULE} (got {:?})",
-                truncated(&event.subject)
-            ),
-        ));
-    }
+    check_tenant_id(&event.tenant_id).map_err(|rule| fail("tenantId", rule))?;
+    check_subject(&event.subject).map_err(|rule| fail("subject", rule))?;
     check_data(&event.data, limits).map_err(|rule| fail("data", rule))
+}
+
+/// A tenant id, or the rule it breaks (`must match …`, naming what it got), for a caller
+/// that names the field: an event's `tenantId`, a query parameter.
+pub fn check_tenant_id(text: &str) -> Result<(), String> {
+    if is_valid_tenant_id(text) {
+        return Ok(());
+    }
+    Err(format!("must match {TENANT_RULE} (got {:?})", truncated(text)))
+}
+
+/// A subject, or the rule it breaks, as [`check_tenant_id`].
+pub fn check_subject(text: &str) -> Result<(), String> {
+    if is_valid_subject(text) {
+        return Ok(());
+    }
+    Err(format!(
+        "must be <kind>/<id> with kind {SUBJECT_KIND_RULE} and id {SUBJECT_ID_RULE} (got {:?})",
+        truncated(text)
+    ))
 }
 
 const TYPE_RULE: &str = "^[a-z][a-z0-9-]*(\\.[a-z][a-z0-9-]*)+$ with at most 128 characters";

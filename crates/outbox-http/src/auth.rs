@@ -104,9 +104,7 @@ pub(crate) fn tenant_to_read(grant: &Grant, requested: Option<&str>) -> Result<S
     let Some(requested) = requested.filter(|tenant| *tenant != grant.tenant_id) else {
         return Ok(grant.tenant_id.clone());
     };
-    if !outbox_core::validate::is_valid_tenant_id(requested) {
-        return Err(ApiError::invalid("tenantId must be 1 to 128 characters of [A-Za-z0-9._:-]"));
-    }
+    outbox_core::validate::check_tenant_id(requested).map_err(|rule| ApiError::invalid(format!("tenantId {rule}")))?;
     if !grant.is_admin() {
         return Err(ApiError::denied("only an administrator may read another tenant's events"));
     }

@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::auth::{require_scope, tenant_to_read};
 use crate::error::bytes_response;
-use crate::query::{Query, number_in, position, type_filter};
+use crate::query::{Query, number_in, position, subject, type_filter};
 use crate::service::OutboxService;
 use crate::{ApiError, Body, json_response, proto, scope};
 
@@ -55,7 +55,7 @@ pub(crate) async fn list(service: &OutboxService, parts: &Parts) -> Result<Respo
     let query = Query::parse(parts.uri.query(), PARAMETERS)?;
     let mut request = ReadRequest::tenant(tenant_to_read(&grant, query.get("tenantId"))?);
     request.patterns = type_filter(query.get("types"), query.get("type"))?.unwrap_or_default();
-    request.subject = query.get("subject").map(str::to_owned);
+    request.subject = query.get("subject").map(|text| subject("subject", text)).transpose()?;
     request.after = query.get("cursor").map(|cursor| position("cursor", cursor)).transpose()?;
     request.limit = page_limit(query.get("limit"), request.subject.is_some())?;
     let page = fill_page(&service.pool, request).await?;

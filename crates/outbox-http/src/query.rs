@@ -50,6 +50,13 @@ pub(crate) fn position(name: &str, text: &str) -> Result<Position, ApiError> {
     Position::parse(text).map_err(|e| ApiError::invalid(format!("{name}: {e}")))
 }
 
+/// A subject given as parameter `name`, checked against the rule of SPEC §3.2 (a text
+/// that breaks it can match no event, and some, such as one holding NUL, PostgreSQL refuses).
+pub(crate) fn subject(name: &str, text: &str) -> Result<String, ApiError> {
+    outbox_core::validate::check_subject(text).map_err(|rule| ApiError::invalid(format!("{name} {rule}")))?;
+    Ok(text.to_owned())
+}
+
 /// `types` (1 to 20 comma-separated patterns) or `type` (one pattern; a trailing `.` means
 /// the family: `node.` is `node.*`). Neither gives `None`; both are refused.
 pub(crate) fn type_filter(types: Option<&str>, single: Option<&str>) -> Result<Option<Vec<Pattern>>, ApiError> {
@@ -131,6 +138,16 @@ mod tests {
         assert!(Query::parse(Some("limit=5&limit=6"), &["limit"]).is_err());
         let query = Query::parse(Some("types=node.%2A%2Creservation.*"), &["types"]).unwrap();
         assert_eq!(query.get("types"), Some("node.*,reservation.*"));
+    }
+
+    #[test]
+    fn subjects_follow_their_rule() {
+        assert_eq!(subject("subject", "node/n1").unwrap(), "node/n1");
+        for bad in ["", "node", "node/", "/n1", "Node/n1", "node/n\u{0}1", "node/n 1", "node/n1/x"] {
+            let error = subject("subject", bad).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidInput, "{bad:?}");
+            assert!(error.message().starts_with("subject must be <kind>/<id>"), "{bad:?}: {error}");
+        }
     }
 
     #[test]

@@ -129,3 +129,28 @@ async fn history_refuses_bad_parameters() {
     assert_eq!(server.get("/events?subject=node/n1&limit=200", READER).await.status, 200);
     assert_eq!(server.get("/events?limit=1000", READER).await.status, 200);
 }
+
+/// `subject` and `tenantId` follow their rules (SPEC §3.2) on every route that takes them,
+/// refused with 400 naming the parameter before the database sees them (PostgreSQL refuses
+/// text holding NUL).
+#[tokio::test]
+async fn subject_and_tenant_parameters_follow_their_rules() {
+    let server = TestServer::start().await;
+    let admin = Some("ops:admin");
+    for (path, token, parameter) in [
+        ("/events?subject=node%2Fn%001", READER, "subject"),
+        ("/events?subject=", READER, "subject"),
+        ("/events?subject=node", READER, "subject"),
+        ("/events?subject=Node%2Fn1", READER, "subject"),
+        ("/events?tenantId=ac%00me", admin, "tenantId"),
+        ("/events?tenantId=a%20b", admin, "tenantId"),
+        ("/watch?tenantId=ac%00me", admin, "tenantId"),
+        ("/watch?tenantId=", admin, "tenantId"),
+    ] {
+        let reply = server.get(path, token).await;
+        reply.assert_refused(400, "INVALID_INPUT");
+        let message = reply.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.starts_with(&format!("{parameter} must")), "{path}: {message}");
+    }
+    assert_eq!(server.get("/events?subject=node%2Fn1", READER).await.status, 200);
+}
