@@ -1,5 +1,5 @@
 //! The measurement behind `cargo xtask bench sinks` (which brings up the services and runs
-//! this with `DATABASE_URL`, `NATS_URL` and `REDIS_URL` set).
+//! this with `DATABASE_URL`, `DATABASE_URL_BESIDE`, `NATS_URL` and `REDIS_URL` set).
 //!
 //! Events/s through the `nats` and `redis` sinks, each driven by a real dispatcher (reading
 //! the outbox, delivering, saving its cursor under its lease), against the bare client doing
@@ -7,25 +7,36 @@
 //! same messages (acks awaited per batch, as the sink does), and pipelined `XADD`s of the same
 //! entries (one pipeline per batch). Then sink isolation: the redis sink beside a healthy
 //! nats sink, against the redis sink beside a nats sink whose server is down (connection
-//! refused, retried every 10 to 100 ms). And, for reference, a bare relay: the least any
-//! outbox relay to Redis does (a lease, the same reads of the outbox, the next page read while
-//! this one is written, pipelined `XADD`s per batch and a fenced cursor save per batch beside
-//! the next, as SPEC §7.1–7.2 ask), with no bisection, backoff or state. The contenders
-//! alternate round by round on fresh streams, so the machine's noise falls on all of them;
-//! the lines printed are the rates, the three ratios with targets, and two reference ratios:
-//! the redis sink against the bare relay (what the dispatcher costs), and the bare relay
-//! against bare `XADD`s (what reading the outbox costs on this machine). Last, the CPU time
-//! per event of each contender, taken from `/proc` around each timed run: this process
-//! (`process`: the dispatcher or the bare client), the PostgreSQL backends of the
-//! benchmark's database, and Redis (`-` for a part that is not a local process). Rates move
-//! with the machine's load from one run to the next; these figures move less, and show where
-//! a contender's time goes. From them, the redis sink at full CPU: the rate its CPU per event
+//! refused, retried every 10 to 100 ms). And a bare relay: the least any outbox relay to
+//! Redis does (a lease, the same reads of the outbox, the next page read while this one is
+//! written, pipelined `XADD`s per batch and a fenced cursor save per batch beside the next,
+//! as SPEC §7.1–7.2 ask), with no bisection, backoff or state.
+//!
+//! PostgreSQL is reached at `DATABASE_URL`: over TCP, as users reach it (or through the Unix
+//! socket when the run asks for it alone), and the targets apply there. When
+//! `DATABASE_URL_BESIDE` names the same server another way (its Unix socket), every contender
+//! that reads the outbox also runs through it, on the same database, and its figures are
+//! printed beside. The bare JetStream and `XADD` loops touch no database and run once a round;
+//! both transports' ratios divide by the same figure. Contenders and transports alternate
+//! round by round on fresh streams (a contender's runs over both transports one after the
+//! other, the order reversed every other round), so the machine's noise falls on all of them.
+//!
+//! The lines printed are the rates, then the ratios with targets: the nats sink against bare
+//! JetStream (≥ 0.7), the redis sink against the bare relay (≥ 0.9: what the dispatcher costs
+//! over what any relay must do), and the redis sink beside a downed nats sink against beside a
+//! healthy one (≥ 0.9); then, for reference, the redis sink and the bare relay against bare
+//! `XADD`s (what reading the outbox costs on this machine). Last, the CPU time per event of
+//! each contender over each transport, taken from `/proc` around each timed run: this process
+//! (`process`: the dispatcher or the bare client), the PostgreSQL backends of the benchmark's
+//! database, and Redis (`-` for a part that is not a local process). Rates move with the
+//! machine's load from one run to the next; these figures move less, and show where a
+//! contender's time goes. From them, the redis sink at full CPU: the rate its CPU per event
 //! allows with every core of the machine busy on it, against bare `XADD`s.
 //!
-//! Arguments: `[events] [batch] [rounds]`, default `20000 500 3`. `BENCH_SINKS_ONLY` (prefixes
+//! Arguments: `[events] [batch] [rounds]`, default `20000 500 10`. `BENCH_SINKS_ONLY` (prefixes
 //! separated by commas) runs only the contenders whose label starts with one of them, e.g.
-//! `BENCH_SINKS_ONLY="redis sink (,bare pipelined"`; a ratio is printed only when both its
-//! sides ran.
+//! `BENCH_SINKS_ONLY="redis sink (,bare relay"`; a ratio is printed only when both its sides
+//! ran.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +46,7 @@ use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved};
 use outbox_pg::lease;
 use outbox_pg::read::{ReadPage, ReadRequest, read};
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::sqlx::postgres::PgConnectOptions;
 use outbox_pg::testkit::TestDb;
 use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
 use outbox_workers::encoding::Encoder;
@@ -46,7 +58,7 @@ use serde_json::json;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Contender {
     NatsSink,
     BareNats,
@@ -79,6 +91,43 @@ impl Contender {
             Contender::BareRelay => "bare relay: read, XADD, save",
         }
     }
+
+    /// Whether it reads the outbox, and so runs over every transport.
+    fn reads_outbox(self) -> bool {
+        !matches!(self, Contender::BareNats | Contender::BareXadd)
+    }
+}
+
+/// One way of reaching the benchmark's database.
+struct Transport {
+    /// `TCP` or `socket`.
+    label: &'static str,
+    pool: PgPool,
+}
+
+impl Transport {
+    /// The label of the way `url` reaches its server.
+    fn label_of(url: &str) -> &'static str {
+        let options: PgConnectOptions = url.parse().expect("a PostgreSQL URL");
+        if options.get_socket().is_some() || options.get_host().starts_with('/') { "socket" } else { "TCP" }
+    }
+
+    /// How a line says that PostgreSQL is reached the way `label` names.
+    fn phrase(label: &str) -> &'static str {
+        if label == "socket" { "through its Unix socket" } else { "over TCP" }
+    }
+
+    /// The benchmark's database through the server `server_url` names (its database replaced).
+    async fn beside(db: &TestDb, server_url: &str) -> Transport {
+        let options: PgConnectOptions = server_url.parse().expect("DATABASE_URL_BESIDE: a PostgreSQL URL");
+        let pool = outbox_pg::pool::options()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.database(db.name()))
+            .await
+            .expect("connecting to the benchmark's database at DATABASE_URL_BESIDE");
+        Transport { label: Transport::label_of(server_url), pool }
+    }
 }
 
 struct Bench {
@@ -90,14 +139,81 @@ struct Bench {
     redis: redis::aio::MultiplexedConnection,
 }
 
+/// What the runs of one contender over one transport (an index into the transports) took.
+struct Tally {
+    contender: Contender,
+    transport: usize,
+    took: Duration,
+    cpu: Cpu,
+}
+
+/// Every tally of a benchmark, with what it needs to turn them into figures.
+struct Results {
+    tallies: Vec<Tally>,
+    transports: Vec<&'static str>,
+    /// Events per contender over one transport, every round together.
+    events: usize,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let (count, batch, rounds) = (
         args.first().copied().unwrap_or(20_000),
         args.get(1).copied().unwrap_or(500),
-        args.get(2).copied().unwrap_or(3),
+        args.get(2).copied().unwrap_or(10),
     );
+    let chosen = chosen_contenders();
+    let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let db = TestDb::new().await;
+    let mut transports = vec![Transport { label: Transport::label_of(&db.url), pool: db.pool.clone() }];
+    if let Ok(beside) = std::env::var("DATABASE_URL_BESIDE") {
+        transports.push(Transport::beside(&db, &beside).await);
+    }
+    let events = publish(&db.pool, count).await;
+    let jetstream = jetstream::new(async_nats::connect(&nats_url).await.expect("connecting to NATS"));
+    let client = redis::Client::open(redis_url.as_str()).expect("Redis URL");
+    let redis = client.get_multiplexed_async_connection().await.expect("connecting to Redis");
+    let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis };
+    eprintln!("bench sinks: published {count} events");
+
+    let mut tallies: Vec<Tally> = chosen
+        .iter()
+        .flat_map(|&contender| {
+            let over = if contender.reads_outbox() { 0..transports.len() } else { 0..1 };
+            over.map(move |transport| Tally { contender, transport, took: Duration::ZERO, cpu: Cpu::ZERO })
+        })
+        .collect();
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..tallies.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for slot in order {
+            let tally = &mut tallies[slot];
+            let tag = format!("b{}r{round}{}", std::process::id(), ulid::Ulid::generate().to_string().to_lowercase());
+            let before = bench.cpu(&db.pool).await;
+            tally.took += bench.run(&transports[tally.transport].pool, tally.contender, &tag).await;
+            tally.cpu = tally.cpu.add(bench.cpu(&db.pool).await.since(before));
+            bench.clean_up(&tag).await;
+        }
+        eprintln!("bench sinks: round {}/{rounds} done", round + 1);
+    }
+    let over: Vec<&str> = transports.iter().map(|t| t.label).collect();
+    println!(
+        "bench sinks: {count} events per contender per round, batch {batch}, {rounds} rounds, contenders alternating; \
+         PostgreSQL {}",
+        over.iter().map(|label| Transport::phrase(label)).collect::<Vec<_>>().join(", and beside it ")
+    );
+    let results = Results { tallies, transports: over, events: count * rounds };
+    results.print_rates();
+    results.print_ratios();
+    results.print_cpu();
+}
+
+/// The contenders `BENCH_SINKS_ONLY` names, every one when it is not set; exits when it names none.
+fn chosen_contenders() -> Vec<Contender> {
     let only = std::env::var("BENCH_SINKS_ONLY").ok();
     let chosen: Vec<Contender> = Contender::ALL
         .into_iter()
@@ -111,89 +227,110 @@ async fn main() {
         );
         std::process::exit(2);
     }
-    let nats_url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
-    let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let db = TestDb::new().await;
-    let events = publish(&db.pool, count).await;
-    let jetstream = jetstream::new(async_nats::connect(&nats_url).await.expect("connecting to NATS"));
-    let client = redis::Client::open(redis_url.as_str()).expect("Redis URL");
-    let redis = client.get_multiplexed_async_connection().await.expect("connecting to Redis");
-    let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis };
-
-    eprintln!("bench sinks: published {count} events");
-    let mut totals = [Duration::ZERO; Contender::ALL.len()];
-    let mut cpu = [Cpu::ZERO; Contender::ALL.len()];
-    for round in 0..rounds {
-        let mut order = chosen.clone();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for contender in order {
-            let slot = Contender::ALL.iter().position(|c| *c == contender).unwrap_or(0);
-            let tag = format!("b{}r{round}{}", std::process::id(), ulid::Ulid::generate().to_string().to_lowercase());
-            let before = bench.cpu(&db.pool).await;
-            totals[slot] += bench.run(&db, contender, &tag).await;
-            cpu[slot] = cpu[slot].add(bench.cpu(&db.pool).await.since(before));
-            bench.clean_up(&tag).await;
-        }
-        eprintln!("bench sinks: round {}/{rounds} done", round + 1);
-    }
-    let rate = |slot: usize| (count * rounds) as f64 / totals[slot].as_secs_f64();
-    println!(
-        "bench sinks: {count} events per contender per round, batch {batch}, {rounds} rounds, contenders alternating"
-    );
-    for (slot, contender) in Contender::ALL.iter().enumerate().filter(|(_, c)| chosen.contains(c)) {
-        println!("  {:<30} {:>10.0} events/s", contender.label(), rate(slot));
-    }
-    for (ours, bare, what, target) in [
-        (0, 1, "nats sink / bare JetStream publish", 0.7),
-        (2, 3, "redis sink / bare pipelined XADD", 0.7),
-        (5, 4, "redis sink: nats down / nats healthy", 0.9),
-    ] {
-        if !chosen.contains(&Contender::ALL[ours]) || !chosen.contains(&Contender::ALL[bare]) {
-            continue;
-        }
-        let ratio = rate(ours) / rate(bare);
-        let verdict = if ratio >= target { "meets" } else { "MISSES" };
-        println!("  {what:<38} {ratio:.2}  ({verdict} target >= {target:.2})");
-    }
-    for (ours, bare, what) in [(2, 6, "redis sink / bare relay"), (6, 3, "bare relay / bare pipelined XADD")] {
-        if chosen.contains(&Contender::ALL[ours]) && chosen.contains(&Contender::ALL[bare]) {
-            println!("  {what:<38} {:.2}  (reference)", rate(ours) / rate(bare));
-        }
-    }
-    println!("  {:<30} {:>8} {:>11} {:>8}", "CPU µs per event", "process", "PostgreSQL", "Redis");
-    let per_event =
-        |ns: Option<u64>| ns.map_or("-".to_owned(), |ns| format!("{:.2}", ns as f64 / 1e3 / (count * rounds) as f64));
-    for (slot, contender) in Contender::ALL.iter().enumerate().filter(|(_, c)| chosen.contains(c)) {
-        let Cpu { this, postgres, redis } = cpu[slot];
-        println!(
-            "  {:<30} {:>8} {:>11} {:>8}",
-            contender.label(),
-            per_event(this),
-            per_event(postgres),
-            per_event(redis)
-        );
-    }
-    // Every part of the redis sink is a local process here: its CPU per event bounds how fast
-    // it could go with every core busy on it and nothing else, whatever the dispatcher does.
-    let (sink, bare) = (2, 3);
-    if chosen.contains(&Contender::ALL[sink])
-        && chosen.contains(&Contender::ALL[bare])
-        && let Cpu { this: Some(this), postgres: Some(postgres), redis: Some(redis) } = cpu[sink]
-        && let Ok(cores) = std::thread::available_parallelism()
-    {
-        let per_event = (this + postgres + redis) as f64 / 1e9 / (count * rounds) as f64;
-        let ceiling = cores.get() as f64 / per_event;
-        println!(
-            "  {:<38} {:.2}  (reference: {cores} cores / {:.2} µs of CPU per event = {ceiling:.0} events/s)",
-            "redis sink at full CPU / bare XADD",
-            ceiling / rate(bare),
-            per_event * 1e6,
-        );
-    }
+    chosen
 }
 
+impl Results {
+    /// The tally of `contender` over `transport` (its only one when it reads no outbox).
+    fn tally(&self, contender: Contender, transport: usize) -> Option<&Tally> {
+        let transport = if contender.reads_outbox() { transport } else { 0 };
+        self.tallies.iter().find(|t| t.contender == contender && t.transport == transport)
+    }
+
+    fn rate(&self, contender: Contender, transport: usize) -> Option<f64> {
+        Some(self.events as f64 / self.tally(contender, transport)?.took.as_secs_f64())
+    }
+
+    /// One column per transport, right-aligned in `width`.
+    fn columns(&self, width: usize, cell: impl Fn(usize) -> String) -> String {
+        (0..self.transports.len()).map(|t| format!("{:>width$}", cell(t))).collect()
+    }
+
+    fn print_rates(&self) {
+        println!("  {:<30}{}  events/s", "", self.columns(10, |t| self.transports[t].to_owned()));
+        for contender in Contender::ALL {
+            let Some(rate) = self.rate(contender, 0) else { continue };
+            if contender.reads_outbox() {
+                let figures = self.columns(10, |t| self.rate(contender, t).map_or("-".into(), |r| format!("{r:.0}")));
+                println!("  {:<30}{figures}", contender.label());
+            } else {
+                let beside = " ".repeat(10 * (self.transports.len() - 1));
+                println!("  {:<30}{rate:>10.0}{beside}  (reads no outbox: once a round)", contender.label());
+            }
+        }
+    }
+
+    fn print_ratios(&self) {
+        let primary = self.transports[0];
+        println!("  {:<38}{}", "", self.columns(8, |t| self.transports[t].to_owned()));
+        for (ours, theirs, what, target) in [
+            (Contender::NatsSink, Contender::BareNats, "nats sink / bare JetStream publish", Some(0.7)),
+            (Contender::RedisSink, Contender::BareRelay, "redis sink / bare relay", Some(0.9)),
+            (
+                Contender::RedisBesideDown,
+                Contender::RedisBesideHealthy,
+                "redis sink: nats down / nats healthy",
+                Some(0.9),
+            ),
+            (Contender::RedisSink, Contender::BareXadd, "redis sink / bare pipelined XADD", None),
+            (Contender::BareRelay, Contender::BareXadd, "bare relay / bare pipelined XADD", None),
+        ] {
+            let ratio = |t: usize| Some(self.rate(ours, t)? / self.rate(theirs, t)?);
+            let Some(first) = ratio(0) else { continue };
+            let verdict = match target {
+                Some(target) if first >= target => format!("meets target >= {target:.2} over {primary}"),
+                Some(target) => format!("MISSES target >= {target:.2} over {primary}"),
+                None => "reference".into(),
+            };
+            let figures = self.columns(8, |t| ratio(t).map_or("-".into(), |r| format!("{r:.2}")));
+            println!("  {what:<38}{figures}  ({verdict})");
+        }
+        self.print_full_cpu();
+    }
+
+    /// Every part of the redis sink is a local process here: its CPU per event bounds how fast
+    /// it could go with every core busy on it and nothing else, whatever the dispatcher does.
+    fn print_full_cpu(&self) {
+        let Ok(cores) = std::thread::available_parallelism() else { return };
+        let per_event = |t: usize| {
+            let Cpu { this, postgres, redis } = self.tally(Contender::RedisSink, t)?.cpu;
+            Some((this? + postgres? + redis?) as f64 / 1e9 / self.events as f64)
+        };
+        let full_cpu = |t: usize| Some(cores.get() as f64 / per_event(t)?);
+        let ratio = |t: usize| Some(full_cpu(t)? / self.rate(Contender::BareXadd, t)?);
+        if ratio(0).is_none() {
+            return;
+        }
+        let figures = self.columns(8, |t| ratio(t).map_or("-".into(), |r| format!("{r:.2}")));
+        let spent: Vec<String> = (0..self.transports.len())
+            .filter_map(|t| {
+                let (micros, rate) = (per_event(t)? * 1e6, full_cpu(t)?);
+                Some(format!("{} {micros:.2} µs = {rate:.0} events/s", self.transports[t]))
+            })
+            .collect();
+        println!(
+            "  {:<38}{figures}  (reference: {cores} cores / CPU per event; {})",
+            "redis sink at full CPU / bare XADD",
+            spent.join("; ")
+        );
+    }
+
+    fn print_cpu(&self) {
+        let per_event =
+            |ns: Option<u64>| ns.map_or("-".to_owned(), |ns| format!("{:.2}", ns as f64 / 1e3 / self.events as f64));
+        println!("  {:<30} {:<7} {:>8} {:>11} {:>8}", "CPU µs per event", "over", "process", "PostgreSQL", "Redis");
+        for contender in Contender::ALL {
+            let mut label = contender.label();
+            for tally in self.tallies.iter().filter(|t| t.contender == contender) {
+                let Cpu { this, postgres, redis } = tally.cpu;
+                let over = if contender.reads_outbox() { self.transports[tally.transport] } else { "-" };
+                let row = (per_event(this), per_event(postgres), per_event(redis));
+                println!("  {label:<30} {over:<7} {:>8} {:>11} {:>8}", row.0, row.1, row.2);
+                label = "";
+            }
+        }
+    }
+}
 /// The `XADD`s the redis sink makes of `events` (key, id, fields), one pipeline, replies ignored.
 fn xadds(tag: &str, events: &[Event], encoder: &Encoder) -> redis::Pipeline {
     let mut pipe = redis::pipe();
@@ -316,15 +453,16 @@ impl Bench {
         }
     }
 
-    /// Runs `contender` once on streams named after `tag`, and returns how long it took.
-    async fn run(&self, db: &TestDb, contender: Contender, tag: &str) -> Duration {
+    /// Runs `contender` once on streams named after `tag`, reading the outbox through `pool`,
+    /// and returns how long it took.
+    async fn run(&self, pool: &PgPool, contender: Contender, tag: &str) -> Duration {
         match contender {
             Contender::NatsSink => {
                 let mut config = SinkConfig::new(format!("nats-{tag}"), SinkKind::Nats);
                 config.url = Some(self.nats_url.clone());
                 config.subject = Some(format!("{tag}.{{tenantId}}.{{type}}"));
                 config.stream = Some(self.create_stream(tag).await);
-                self.through_dispatcher(db, &[config]).await
+                self.through_dispatcher(pool, &[config]).await
             }
             Contender::BareNats => {
                 self.create_stream(tag).await;
@@ -334,9 +472,9 @@ impl Bench {
                 let mut config = SinkConfig::new(format!("redis-{tag}"), SinkKind::Redis);
                 config.url = Some(self.redis_url.clone());
                 config.key = Some(format!("{tag}:{{tenantId}}"));
-                self.through_dispatcher(db, &[config]).await
+                self.through_dispatcher(pool, &[config]).await
             }
-            Contender::BareRelay => self.bare_relay(&db.pool, tag).await,
+            Contender::BareRelay => self.bare_relay(pool, tag).await,
             Contender::BareXadd => self.bare_xadd(tag).await,
             Contender::RedisBesideHealthy | Contender::RedisBesideDown => {
                 let mut redis = SinkConfig::new(format!("redis-{tag}"), SinkKind::Redis);
@@ -351,7 +489,7 @@ impl Bench {
                 } else {
                     nats.url = Some("nats://127.0.0.1:1".into());
                 }
-                self.through_dispatcher(db, &[redis, nats]).await
+                self.through_dispatcher(pool, &[redis, nats]).await
             }
         }
     }
@@ -362,9 +500,9 @@ impl Bench {
         self.delete_stream(tag).await;
     }
 
-    /// Time for the first of `sinks`, run by one dispatcher with the others, to deliver every
-    /// event and save its cursor.
-    async fn through_dispatcher(&self, db: &TestDb, sinks: &[SinkConfig]) -> Duration {
+    /// Time for the first of `sinks`, run by one dispatcher on `pool` with the others, to
+    /// deliver every event and save its cursor.
+    async fn through_dispatcher(&self, pool: &PgPool, sinks: &[SinkConfig]) -> Duration {
         let specs = sinks
             .iter()
             .map(|sink| build_spec(&SinkConfig { batch: self.batch, ..sink.clone() }).expect("sink config"))
@@ -377,7 +515,7 @@ impl Bench {
         };
         let last = self.events.last().map(|e| e.sequence);
         let started = Instant::now();
-        let dispatcher = Dispatcher::start(db.pool.clone(), config, specs).expect("start");
+        let dispatcher = Dispatcher::start(pool.clone(), config, specs).expect("start");
         let mut changes = dispatcher.watch(&sink.id).expect("the sink runs here");
         changes.wait_for(|state| state.position == last).await.expect("the sink's loop ended early");
         let took = started.elapsed();
