@@ -1,40 +1,45 @@
 //! `cargo xtask bench sinks`: events/s through the `nats` and `redis` sinks against bare
-//! client loops of the same deliveries, side by side in one run, printed as ratios
-//! (targets: both ≥ 0.7), and one sink's throughput beside a sink that is down against beside
-//! a healthy one (target ≥ 0.9). For reference, a bare relay (lease, reads, `XADD`s, a cursor
-//! save per batch) against the redis sink and against bare `XADD`s, and each contender's CPU
-//! time per event: its own, PostgreSQL's and Redis's.
+//! client loops and a bare relay, side by side in one run, printed as ratios. Targets: the
+//! nats sink ≥ 0.7 of a bare JetStream publish loop; the redis sink ≥ 0.9 of a bare relay
+//! (lease, reads, pipelined `XADD`s, a cursor save per batch: the least any relay to Redis
+//! does); one sink's throughput beside a sink that is down ≥ 0.9 of beside a healthy one.
+//! For reference, the redis sink and the bare relay against bare `XADD`s (what reading the
+//! outbox costs), and each contender's CPU time per event: its own, PostgreSQL's and Redis's.
+//!
+//! PostgreSQL is reached over TCP to its address (127.0.0.1 for a local one), as users reach
+//! it, and the targets apply there; every contender that reads the outbox also runs through
+//! the server's Unix socket in the same run, interleaved with the TCP runs, and its figures
+//! are printed beside. `--socket` measures through the socket alone. The bare client loops
+//! touch no database and run once a round.
 //!
 //! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis); the
 //! measurement itself is `crates/outbox-workers/examples/bench_sinks.rs`, run in release
-//! mode, so that xtask does not need the broker clients. A local PostgreSQL is reached
-//! through its Unix socket, as by `bench publish`: sqlx 0.9.0 leaves Nagle's algorithm on
-//! for TCP, which would measure that instead of the sinks.
+//! mode, so that xtask does not need the broker clients. It gets the primary transport's
+//! server URL as `DATABASE_URL` and the one beside, when there is one, as
+//! `DATABASE_URL_BESIDE`.
 
 use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::services::{cargo, nats, postgres, redis};
+use crate::services::{Transports, cargo, nats, postgres, redis};
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(transports: Transports) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
-    let url = match postgres.socket_url() {
-        Some(url) => {
-            println!("bench sinks: PostgreSQL through its Unix socket");
-            url
-        }
-        None => postgres.url(),
-    };
-    let status = Command::new(cargo())
+    let over = transports.available(&postgres)?;
+    let mut command = Command::new(cargo());
+    command
         .args(["run", "--release", "--quiet", "-p", "outbox-workers", "--example", "bench_sinks"])
-        .env("DATABASE_URL", url)
+        .env("DATABASE_URL", postgres.url_over(over[0])?)
         .env("NATS_URL", &nats.url)
-        .env("REDIS_URL", &redis.url)
-        .status()
-        .context("running the sinks benchmark")?;
+        .env("REDIS_URL", &redis.url);
+    match over.get(1) {
+        Some(&beside) => command.env("DATABASE_URL_BESIDE", postgres.url_over(beside)?),
+        None => command.env_remove("DATABASE_URL_BESIDE"),
+    };
+    let status = command.status().context("running the sinks benchmark")?;
     drop((postgres, nats, redis));
     if !status.success() {
         bail!("the sinks benchmark failed ({status})");
