@@ -11,7 +11,7 @@
 //! - [`advance`] moves a cursor forward, inside a [`Fenced`] transaction only: the
 //!   lease was checked by that transaction's first statement, so a worker that lost
 //!   its lease cannot move the cursor. [`save`] is check, advance and commit in one
-//!   statement.
+//!   statement; [`save_with_letter`] writes a dead letter in the same fenced transaction.
 //! - A cursor never moves backwards: the upsert changes the row only when the new
 //!   position is after the stored one (`(txid, seq)` compared as numbers).
 //!
@@ -30,9 +30,10 @@
 //!   again by the next holder.
 
 use outbox_core::Position;
-use sqlx::{AssertSqlSafe, PgExecutor};
+use sqlx::{AssertSqlSafe, PgExecutor, PgPool};
 
-use crate::lease::{Fenced, Lease};
+use crate::dead_letter::{self, NewDeadLetter};
+use crate::lease::{Fenced, Lease, begin_fenced};
 use crate::read::ReadRequest;
 use crate::xid8::{position, seq_column};
 use crate::{Result, Xid8};
@@ -160,6 +161,50 @@ pub async fn save<'e>(
         (false, _, _) => Saved::LeaseLost,
         (true, true, _) => Saved::Moved,
         (true, false, stored) => Saved::AlreadyPast(stored.map_or(to, |(txid, seq)| position(txid, seq))),
+    })
+}
+
+/// Writes `letter` and moves the cursor `(stream, name)` forward to `to` in one fenced
+/// transaction, as durable as `durability` says: both happen, or neither, and only while
+/// `lease` is held. This is how a sink passes a poison event (SPEC §7.4).
+///
+/// Returns [`Saved::LeaseLost`], having written nothing, when the fence finds the lease
+/// gone; [`Saved::AlreadyPast`] when the cursor already stood at or after `to` (the letter
+/// is written all the same).
+///
+/// # Locks and snapshot
+///
+/// A read-committed transaction ([`begin_fenced`]): its first statement locks the lease row
+/// `FOR SHARE`, so a rival's [`crate::lease::acquire`] waits for the commit and then reads
+/// this progress; the letter's upsert and the cursor's lock their rows until the commit.
+/// Each statement reads its own snapshot; the stored position reported by
+/// [`Saved::AlreadyPast`] is read after the upsert that did not move it, in the same
+/// transaction. [`Durability::Relaxed`] sets `synchronous_commit = off` for this
+/// transaction only (`SET LOCAL`).
+///
+/// # Cancel safety
+///
+/// Dropping the future rolls the transaction back: nothing is recorded. (sqlx 0.9's
+/// `begin` is not cancel safe: run it to completion where the pool is shared.)
+pub async fn save_with_letter(
+    pool: &PgPool,
+    lease: &Lease,
+    stream: &str,
+    name: &str,
+    to: Position,
+    letter: &NewDeadLetter<'_>,
+    durability: Durability,
+) -> Result<Saved> {
+    let Some(mut fenced) = begin_fenced(pool, lease).await? else { return Ok(Saved::LeaseLost) };
+    if durability == Durability::Relaxed {
+        sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await?;
+    }
+    dead_letter::record(&mut fenced, letter).await?;
+    let advance = advance(&mut fenced, stream, name, to).await?;
+    fenced.commit().await?;
+    Ok(match advance {
+        Advance::Moved => Saved::Moved,
+        Advance::AlreadyPast(stored) => Saved::AlreadyPast(stored),
     })
 }
 

@@ -18,7 +18,7 @@
 use outbox_core::{Data, Event, Pattern, Position, millis};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgRow, PgValueFormat, PgValueRef};
-use sqlx::{AssertSqlSafe, Decode, PgExecutor, Postgres, Row as _};
+use sqlx::{AssertSqlSafe, Decode, PgExecutor, PgPool, Postgres, Row as _};
 
 use crate::xid8::{position, seq_column};
 use crate::{Error, Result, Xid8};
@@ -172,6 +172,43 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
     } else {
         page_from_plain_rows(rows, after, request.limit)
     }
+}
+
+/// Reads like [`read`], and a page that reaches the visible end without an event also moves
+/// [`ReadPage::next_after`] up to the [`head`]: a consumer that follows one tenant need not
+/// walk the other tenants' rows to keep up.
+///
+/// A read without a tenant already ends at the last row it examined, so it is [`read`]
+/// itself. A tenant's read walks `outbox_tenant_cursor` and sees only that tenant's rows, so
+/// its page ends at the tenant's last row; this one then takes the head in the same
+/// snapshot, and every row up to it was visible to the page's read and none was the
+/// tenant's, so passing them all skips nothing.
+///
+/// # Snapshot and locks
+///
+/// With a tenant, a `REPEATABLE READ, READ ONLY` transaction on a connection of `pool`: the
+/// page and the head read one snapshot (the xmin of both is the same). It takes no row lock,
+/// only the `ACCESS SHARE` lock on `outbox` that any read takes, and keeps its snapshot from
+/// the page's read to the head's, two short statements: it holds the xmin horizon back about
+/// as long as a single read.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped between `BEGIN` and its answer, sqlx 0.9 may return the
+/// connection to the pool inside the open transaction. Run it to completion (in a task of
+/// its own when the caller may go away).
+pub async fn read_to_head(pool: &PgPool, request: &ReadRequest) -> Result<ReadPage> {
+    if request.tenant_id.is_none() {
+        return read(pool, request).await;
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+    let mut page = read(&mut *tx, request).await?;
+    if page.events.is_empty() && !page.more {
+        page.next_after = page.next_after.max(head(&mut *tx).await?);
+    }
+    tx.commit().await?;
+    Ok(page)
 }
 
 /// The statement of [`head`] (public for `EXPLAIN`): a backward walk of `outbox_txid_seq`.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use outbox_core::Event;
-use outbox_pg::cursor::{self, OUTBOX_STREAM, sink_name};
+use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
 use outbox_pg::dead_letter::{self, ListRequest, NewDeadLetter};
 use outbox_pg::lease::{Lease, acquire, begin_fenced, dispatch_name};
 use outbox_pg::read::ReadRequest;
@@ -99,4 +99,34 @@ async fn recording_the_same_event_again_adds_attempts_and_clears_the_replay() {
     assert_eq!(again, id);
     let letter = dead_letter::get(&db.pool, "billing", id).await.unwrap().unwrap();
     assert_eq!((letter.attempts, letter.replayed_at), (8, None));
+}
+
+fn letter(event: &Event) -> NewDeadLetter<'_> {
+    NewDeadLetter { sink: "billing", event, error: "HTTP 400", attempts: 5, failing_for: Duration::from_secs(1) }
+}
+
+#[tokio::test]
+async fn saving_with_a_letter_writes_both_under_the_lease_or_neither() {
+    let db = TestDb::new().await;
+    let (lease, events) = setup(&db, 3).await;
+    let name = sink_name("billing");
+    let save = |lease, index: usize, to: usize, durability| {
+        let (pool, name, event, to) = (db.pool.clone(), name.clone(), events[index].clone(), events[to].sequence);
+        async move {
+            cursor::save_with_letter(&pool, &lease, OUTBOX_STREAM, &name, to, &letter(&event), durability)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(save(lease.clone(), 0, 1, Durability::Relaxed).await, Saved::Moved);
+    assert_eq!(cursor::load(&db.pool, OUTBOX_STREAM, &name).await.unwrap(), Some(events[1].sequence));
+    let behind = save(lease.clone(), 0, 0, Durability::Flushed).await;
+    assert_eq!(behind, Saved::AlreadyPast(events[1].sequence), "the letter is written, the cursor stays");
+    let pending = dead_letter::list(&db.pool, &ListRequest::pending("billing")).await.unwrap();
+    assert_eq!((pending.len(), pending[0].attempts), (1, 10));
+
+    clock::advance(&db.pool, TTL * 2).await.unwrap();
+    assert_eq!(save(lease, 2, 2, Durability::Relaxed).await, Saved::LeaseLost);
+    assert_eq!(cursor::load(&db.pool, OUTBOX_STREAM, &name).await.unwrap(), Some(events[1].sequence));
+    assert_eq!(dead_letter::list(&db.pool, &ListRequest::pending("billing")).await.unwrap().len(), 1);
 }

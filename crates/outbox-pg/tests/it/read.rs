@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use outbox_core::{Event, Pattern, Position};
-use outbox_pg::read::{ReadRequest, head, read};
+use outbox_pg::read::{ReadRequest, head, read, read_to_head};
 use outbox_pg::testkit::{TestDb, settle};
 use outbox_pg::{publish, publish_many};
 use serde_json::json;
@@ -129,6 +129,25 @@ async fn the_tenant_is_part_of_the_query() {
     assert!(!rest.more);
     let nobody = read(&db.pool, &ReadRequest::tenant("nobody")).await.unwrap();
     assert!(nobody.events.is_empty() && !nobody.more);
+}
+
+#[tokio::test]
+async fn a_tenant_read_to_the_head_passes_the_other_tenants_rows_after_its_last() {
+    let db = TestDb::new().await;
+    let batch: Vec<_> = ["acme", "globex", "globex"].iter().map(|t| event("node.joined", t, json!({}))).collect();
+    publish_many(&db.pool, &batch).await.unwrap();
+    let all = read_until(&db.pool, ReadRequest::all(), 3).await;
+
+    let acme = read_to_head(&db.pool, &ReadRequest::tenant("acme")).await.unwrap();
+    assert_eq!(positions(&acme.events), [all[0].sequence]);
+    assert_eq!(acme.next_after, all[0].sequence, "a page with an event ends at it");
+    let past = read_to_head(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after)).await.unwrap();
+    assert!(past.events.is_empty() && !past.more);
+    assert_eq!(past.next_after, all[2].sequence, "an empty page at the end moves to the head");
+    let plain = read(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after)).await.unwrap();
+    assert_eq!(plain.next_after, all[0].sequence, "the plain read stays at the tenant's last row");
+    let every = read_to_head(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap();
+    assert_eq!(every, read(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap());
 }
 
 #[tokio::test]
