@@ -5,6 +5,7 @@
 //! - [`read`]: the xmin read, the one way every reader takes rows from the outbox (SPEC §4).
 //! - [`head`]: the head read once for every caller asking at the same time.
 //! - [`retention`]: which cursors hold the outbox, and the small deletes of retention (SPEC §9).
+//! - [`revocation`]: the rows of `outbox_revocations` that close streams in every process.
 //! - [`inspect`]: long transactions, the xmin horizon's age and expired leases, for the doctor.
 //! - [`tail`]: the shared tail, one reader per process for every live consumer, and the
 //!   [`Follower`](tail::Follower) that catches a consumer up and joins it to the tail (SPEC §5.6).
@@ -42,6 +43,7 @@ pub mod pool;
 mod publish;
 pub mod read;
 pub mod retention;
+pub mod revocation;
 pub mod sink_health;
 pub mod tail;
 #[cfg(feature = "testkit")]

@@ -10,5 +10,6 @@ mod migrate;
 mod pool;
 mod publish;
 mod read;
+mod revocation;
 mod support;
 mod tail;
