@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
-use outbox_pg::cursor::{self, Advance, Durability, OUTBOX_STREAM, Saved, sink_name};
-use outbox_pg::dead_letter::{self, NewDeadLetter};
+use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
+use outbox_pg::dead_letter::NewDeadLetter;
 use outbox_pg::lease::{self, Lease, dispatch_name};
-use outbox_pg::read::{MAX_LIMIT, ReadPage, ReadRequest, head, read};
+use outbox_pg::read::{MAX_LIMIT, ReadPage, ReadRequest, read, read_to_head};
+use outbox_pg::sink_health;
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::{sink_health, sqlx};
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -95,23 +95,10 @@ struct PageReader {
 }
 
 impl PageReader {
-    /// Reads one page after `after`. A tenant's read sees only that tenant's rows, so when it
-    /// reaches the end it also takes the head in the same snapshot (a repeatable-read
-    /// transaction): every row up to the head is visible and none of them was this tenant's,
-    /// so the sink may pass them all.
+    /// Reads one page after `after`; a tenant's page that reaches the end also passes the
+    /// other tenants' rows up to the head ([`read_to_head`]).
     async fn read(&self, after: Option<Position>) -> Result<ReadPage, outbox_pg::Error> {
-        let request = self.request.clone().after(after);
-        if request.tenant_id.is_none() {
-            return read(&self.pool, &request).await;
-        }
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
-        let mut page = read(&mut *tx, &request).await?;
-        if page.events.is_empty() && !page.more {
-            page.next_after = page.next_after.max(head(&mut *tx).await?);
-        }
-        tx.commit().await?;
-        Ok(page)
+        read_to_head(&self.pool, &self.request.clone().after(after)).await
     }
 }
 
@@ -587,28 +574,11 @@ async fn save(
 ) -> Result<Saved, Failure> {
     let saved = match letter {
         None => cursor::save(pool, lease, OUTBOX_STREAM, name, to, Durability::Relaxed).await,
-        Some(letter) => save_with_letter(pool, lease, name, to, letter).await,
+        Some(letter) => {
+            cursor::save_with_letter(pool, lease, OUTBOX_STREAM, name, to, letter, Durability::Relaxed).await
+        }
     };
     saved.map_err(Failure::database)
-}
-
-/// The dead letter and the cursor move in one fenced transaction.
-async fn save_with_letter(
-    pool: &PgPool,
-    lease: &Lease,
-    name: &str,
-    to: Position,
-    letter: &NewDeadLetter<'_>,
-) -> Result<Saved, outbox_pg::Error> {
-    let Some(mut fenced) = lease::begin_fenced(pool, lease).await? else { return Ok(Saved::LeaseLost) };
-    sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await?;
-    dead_letter::record(&mut fenced, letter).await?;
-    let advance = cursor::advance(&mut fenced, OUTBOX_STREAM, name, to).await?;
-    fenced.commit().await?;
-    Ok(match advance {
-        Advance::Moved => Saved::Moved,
-        Advance::AlreadyPast(stored) => Saved::AlreadyPast(stored),
-    })
 }
 
 /// A flag that never turns true.
