@@ -1,10 +1,14 @@
 //! `cargo xtask ci`: the one command whose local success predicts a green CI.
 
+mod statements;
+
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, bail};
 
+use self::statements::Package;
 use crate::services::cargo;
 
 /// Crates a library may never depend on (normal dependencies, transitively): the layering of
@@ -33,7 +37,7 @@ pub fn run() -> anyhow::Result<()> {
     step("cargo fmt --check", &["fmt", "--all", "--", "--check"])?;
     step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     check_layers()?;
-    eprintln!("xtask: the dependency graph keeps its layers");
+    eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
     deny()?;
     crate::explain::run(1_000_000)?;
     crate::services::run_tests(&[])
@@ -51,52 +55,84 @@ fn step(what: &str, args: &[&str]) -> anyhow::Result<()> {
 /// The only workspace crates that may name `sqlx` directly; everything else goes through
 /// `outbox-pg` (`outbox_pg::sqlx`). The same rule as `deny.toml`'s wrappers, checked without cargo-deny.
 const SQLX_WRAPPERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e"];
-const WORKSPACE: &[&str] = &[
-    "outbox-core",
-    "outbox-pg",
-    "outbox-http",
-    "outbox-workers",
-    "outbox-client",
-    "outbox-server",
-    "xtask",
-    "outbox-e2e",
-];
 
-/// Fails when a crate's normal dependency graph contains a crate its layer forbids, or a crate
-/// other than the wrappers depends on `sqlx` directly.
+/// Fails when a crate's normal dependency graph contains a crate its layer forbids, when a
+/// crate other than the wrappers depends on `sqlx` directly, or when code outside `outbox-pg`
+/// and the tools runs a statement ([`statements`]). The crates checked are the workspace's
+/// members as `cargo metadata` lists them.
 pub fn check_layers() -> anyhow::Result<()> {
+    let workspace = Workspace::load()?;
     let mut broken = Vec::new();
-    for krate in WORKSPACE.iter().filter(|k| !SQLX_WRAPPERS.contains(k)) {
-        if direct_dependencies(krate)?.contains("sqlx") {
-            broken.push(format!("{krate} depends on sqlx directly: use outbox_pg::sqlx"));
+    for member in workspace.members.iter().filter(|m| !SQLX_WRAPPERS.contains(&m.package.name.as_str())) {
+        if member.dependencies.contains("sqlx") {
+            broken.push(format!("{} depends on sqlx directly: use outbox_pg::sqlx", member.package.name));
         }
     }
     for (krate, forbidden, why) in LAYERS {
+        if !workspace.members.iter().any(|m| m.package.name == *krate) {
+            broken.push(format!("{krate} has a layer but is not a workspace member"));
+            continue;
+        }
         let graph = dependencies(krate)?;
         for name in forbidden.iter().filter(|name| graph.contains(**name)) {
             broken.push(format!("{krate} depends on {name}: {why}"));
         }
     }
+    let packages: Vec<_> = workspace.members.into_iter().map(|member| member.package).collect();
+    broken.extend(statements::outside_pg(&workspace.root, &packages)?);
     if !broken.is_empty() {
-        bail!("the dependency graph breaks its layers:\n  {}", broken.join("\n  "));
+        bail!("the workspace breaks its layers:\n  {}", broken.join("\n  "));
     }
     Ok(())
 }
 
+/// The workspace as `cargo metadata --no-deps` describes it.
+struct Workspace {
+    root: PathBuf,
+    members: Vec<Member>,
+}
+
+/// A workspace member and the packages it names in `Cargo.toml` (every kind of dependency).
+struct Member {
+    package: Package,
+    dependencies: BTreeSet<String>,
+}
+
+impl Workspace {
+    fn load() -> anyhow::Result<Workspace> {
+        let output = Command::new(cargo())
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .output()
+            .context("running cargo metadata")?;
+        if !output.status.success() {
+            bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        Workspace::parse(&serde_json::from_slice(&output.stdout).context("reading cargo metadata")?)
+    }
+
+    fn parse(metadata: &serde_json::Value) -> anyhow::Result<Workspace> {
+        let text = |value: &serde_json::Value, key: &str| {
+            value[key].as_str().map(str::to_owned).with_context(|| format!("cargo metadata without {key}"))
+        };
+        let root = PathBuf::from(text(metadata, "workspace_root")?);
+        let mut members = Vec::new();
+        for package in metadata["packages"].as_array().context("cargo metadata without packages")? {
+            let manifest = PathBuf::from(text(package, "manifest_path")?);
+            let dir = manifest.parent().context("a manifest without a directory")?.to_path_buf();
+            let dependencies = package["dependencies"].as_array().map_or(&[][..], Vec::as_slice);
+            members.push(Member {
+                package: Package { name: text(package, "name")?, dir },
+                dependencies: dependencies.iter().filter_map(|d| d["name"].as_str().map(str::to_owned)).collect(),
+            });
+        }
+        Ok(Workspace { root, members })
+    }
+}
+
+/// `krate`'s normal dependencies, transitively (`cargo tree -e normal`).
 fn dependencies(krate: &str) -> anyhow::Result<BTreeSet<String>> {
-    tree(krate, &[])
-}
-
-fn direct_dependencies(krate: &str) -> anyhow::Result<BTreeSet<String>> {
-    tree(krate, &["--depth", "1", "--edges", "all"])
-}
-
-fn tree(krate: &str, extra: &[&str]) -> anyhow::Result<BTreeSet<String>> {
-    let edges = if extra.is_empty() { &["--edges", "normal"][..] } else { &[][..] };
     let output = Command::new(cargo())
-        .args(["tree", "--package", krate, "--prefix", "none", "--format", "{p}"])
-        .args(edges)
-        .args(extra)
+        .args(["tree", "--package", krate, "--prefix", "none", "--format", "{p}", "--edges", "normal"])
         .output()
         .context("running cargo tree")?;
     if !output.status.success() {
@@ -116,4 +152,51 @@ fn deny() -> anyhow::Result<()> {
         return Ok(());
     }
     step("cargo deny", &["deny", "--offline", "check", "bans", "licenses", "sources"])
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_members_and_their_dependencies_come_from_cargo_metadata() {
+        let metadata = json!({
+            "workspace_root": "/w",
+            "packages": [
+                {"name": "outbox-lower", "manifest_path": "/w/crates/outbox-lower/Cargo.toml",
+                 "dependencies": [{"name": "outbox-core", "kind": null}, {"name": "sqlx", "kind": "dev"}]},
+                {"name": "xtask", "manifest_path": "/w/xtask/Cargo.toml", "dependencies": []},
+            ],
+        });
+        let workspace = Workspace::parse(&metadata).unwrap();
+        assert_eq!(workspace.root, PathBuf::from("/w"));
+        let members: Vec<_> = workspace
+            .members
+            .iter()
+            .map(|m| (m.package.name.as_str(), m.package.dir.clone(), m.dependencies.iter().cloned().collect()))
+            .collect();
+        assert_eq!(
+            members,
+            [
+                (
+                    "outbox-lower",
+                    PathBuf::from("/w/crates/outbox-lower"),
+                    vec!["outbox-core".to_owned(), "sqlx".into()]
+                ),
+                ("xtask", PathBuf::from("/w/xtask"), vec![]),
+            ]
+        );
+    }
+
+    /// The layer check's source scan over this workspace, as `cargo xtask ci` runs it.
+    #[test]
+    fn this_workspace_runs_sql_only_in_outbox_pg_and_the_tools() {
+        let workspace = Workspace::load().unwrap();
+        assert!(workspace.members.iter().any(|m| m.package.name == "outbox-workers"), "the members are listed");
+        let packages: Vec<_> = workspace.members.into_iter().map(|member| member.package).collect();
+        let broken = statements::outside_pg(&workspace.root, &packages).unwrap();
+        assert!(broken.is_empty(), "SQL outside outbox-pg:\n  {}", broken.join("\n  "));
+    }
 }
