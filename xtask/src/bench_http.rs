@@ -110,8 +110,12 @@ async fn bench(sides: &[Side], events: usize, rounds: usize) -> anyhow::Result<(
 /// The ratio over each transport; the target applies to the first.
 fn report(what: &str, ratios: &[f64], sides: &[Side], target: f64) {
     let verdict = if ratios[0] >= target { "meets" } else { "MISSES" };
-    let beside: String =
-        ratios.iter().zip(sides).skip(1).map(|(ratio, side)| format!(", {ratio:.2} {}", side.transport.label())).collect();
+    let beside: String = ratios
+        .iter()
+        .zip(sides)
+        .skip(1)
+        .map(|(ratio, side)| format!(", {ratio:.2} {}", side.transport.label()))
+        .collect();
     let primary = sides[0].transport.label();
     println!("  ratio {what} = {:.2} {primary}{beside} ({verdict} target >= {target:.2} over {primary})", ratios[0]);
 }
