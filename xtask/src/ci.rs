@@ -24,6 +24,11 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
         &["hyper", "http", "axum", "outbox-http", "outbox-workers", "outbox-server"],
         "pg knows nothing of HTTP",
     ),
+    (
+        "outbox-proto",
+        &["tokio", "sqlx", "hyper", "http", "mio", "outbox-pg", "outbox-http", "outbox-workers", "outbox-server"],
+        "proto is data that http and workers share: no runtime, database or HTTP",
+    ),
     ("outbox-http", &["outbox-workers", "outbox-server"], "http and workers know nothing of each other"),
     ("outbox-workers", &["outbox-http", "outbox-server"], "http and workers know nothing of each other"),
     (

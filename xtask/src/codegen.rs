@@ -3,7 +3,8 @@
 //! `protox` compiles the `.proto` files into a descriptor set in pure Rust and
 //! `prost_build::Config::compile_fds` turns that into Rust, so no `protoc` is
 //! needed (or downloaded). The result is checked in under
-//! `crates/outbox-http/src/proto/`; `--check` (and the test below, which
+//! `crates/outbox-proto/src/generated/`, the one crate that both `outbox-http` and
+//! `outbox-workers` take the messages from; `--check` (and the test below, which
 //! `cargo test --workspace` runs) fails when it differs from a fresh run.
 
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use anyhow::{Context, bail};
 /// The `.proto` files to compile, relative to `proto/`.
 const PROTOS: &[&str] = &["outbox/v1/event.proto"];
 /// Where the generated Rust is checked in, relative to the workspace root.
-const OUTPUT: &str = "crates/outbox-http/src/proto";
+const OUTPUT: &str = "crates/outbox-proto/src/generated";
 
 pub fn run(check: bool) -> anyhow::Result<()> {
     let root = workspace_root();

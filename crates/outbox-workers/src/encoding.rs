@@ -1,12 +1,15 @@
 //! How a sink writes an event: `json` (SPEC §3.3), `cloudevents` (structured JSON
 //! CloudEvents 1.0) or `protobuf` (`proto/outbox/v1/event.proto`).
 //!
-//! The protobuf message is [`ProtoEvent`], written here by hand with prost's derive
-//! rather than taken from the generated code in `outbox-http`, which this crate must
-//! not depend on. Its fields and tags mirror `outbox.v1.Event`; a test pins them.
+//! The protobuf message is [`ProtoEvent`], the `outbox.v1.Event` generated into
+//! `outbox-proto`: the same type `GET /events` answers in, without this crate knowing
+//! `outbox-http`.
 
 use outbox_core::{Data, Event, millis};
 use serde::{Deserialize, Serialize};
+
+/// `outbox.v1.Event` (`proto/outbox/v1/event.proto`), the message the `protobuf` encoding writes.
+pub use outbox_proto::Event as ProtoEvent;
 
 /// The encoding a sink writes events in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,46 +128,6 @@ impl<'a> CloudEvent<'a> {
     }
 }
 
-/// `outbox.v1.Event` (`proto/outbox/v1/event.proto`), hand-written with prost's derive.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ProtoEvent {
-    /// `evt_` followed by a lowercase ULID.
-    #[prost(string, tag = "1")]
-    pub id: String,
-    /// The event type.
-    #[prost(string, tag = "2")]
-    pub r#type: String,
-    /// The tenant.
-    #[prost(string, tag = "3")]
-    pub tenant_id: String,
-    /// `<kind>/<id>`.
-    #[prost(string, tag = "4")]
-    pub subject: String,
-    /// RFC 3339 UTC with milliseconds.
-    #[prost(string, tag = "5")]
-    pub time: String,
-    /// The position, dotted.
-    #[prost(string, tag = "6")]
-    pub sequence: String,
-    /// The event's data, serialized JSON.
-    #[prost(string, tag = "7")]
-    pub data_json: String,
-}
-
-impl From<&Event> for ProtoEvent {
-    fn from(event: &Event) -> ProtoEvent {
-        ProtoEvent {
-            id: event.id.clone(),
-            r#type: event.event_type.clone(),
-            tenant_id: event.tenant_id.clone(),
-            subject: event.subject.clone(),
-            time: millis::format(event.time),
-            sequence: event.sequence.dotted(),
-            data_json: event.data.to_string(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use outbox_core::Position;
@@ -218,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn protobuf_mirrors_outbox_v1_event_field_by_field() {
+    fn protobuf_is_outbox_v1_event_field_by_field() {
         let bytes = Encoder::new(Encoding::Protobuf, DEFAULT_SOURCE).encode(&event());
         let back = ProtoEvent::decode(bytes.as_slice()).unwrap();
         assert_eq!(back.id, "evt_01k5y3v0m6y8x7w5t4s3r2p1n0");
@@ -228,23 +191,5 @@ mod tests {
         assert_eq!(back.data_json, r#"{"state":"active"}"#);
         // Field 1 (id) is the first thing on the wire: tag 1, wire type 2 (length-delimited).
         assert_eq!(bytes[0], 0x0a);
-    }
-
-    #[test]
-    fn the_proto_file_still_declares_the_fields_this_struct_mirrors() {
-        let proto = include_str!("../../../proto/outbox/v1/event.proto");
-        let message = &proto[proto.find("message Event {").expect("message Event")..];
-        let message = &message[..message.find('}').unwrap()];
-        for field in [
-            "string id = 1;",
-            "string type = 2;",
-            "string tenant_id = 3;",
-            "string subject = 4;",
-            "string time = 5;",
-            "string sequence = 6;",
-            "string data_json = 7;",
-        ] {
-            assert!(message.contains(field), "proto/outbox/v1/event.proto no longer declares `{field}`");
-        }
     }
 }
