@@ -26,7 +26,6 @@
 //! A lost lease never cuts a database call: the loop notices it at its next wait or
 //! delivery call, and a delivery in flight is dropped at once.
 
-mod deliver;
 mod runner;
 
 use std::collections::HashSet;

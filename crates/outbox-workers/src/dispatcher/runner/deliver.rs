@@ -22,14 +22,23 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use outbox_core::Event;
+use outbox_core::{Event, Position};
 use outbox_pg::dead_letter::NewDeadLetter;
 use outbox_pg::lease::Lease;
 use outbox_pg::read::ReadPage;
+use time::OffsetDateTime;
 
-use super::runner::{Failure, Interruption, Progress, Runner, Step, Suspect, raised};
+use super::{Failure, Interruption, Runner, Step, Work, raised};
 use crate::SinkError;
 use crate::state::Activity;
+
+/// An event that failed on its own, and how often.
+pub(super) struct Suspect {
+    position: Position,
+    attempts: u32,
+    first_failed: OffsetDateTime,
+    last_error: SinkError,
+}
 
 /// What one call of the sink came to.
 enum Call {
@@ -43,23 +52,23 @@ enum Call {
 impl Runner {
     /// Delivers `page` in batches of the sink's size, bisecting failures; see the module
     /// documentation. Each batch's cursor save runs beside the next batch's delivery.
-    pub(super) async fn deliver_page(&mut self, lease: &Lease, progress: &mut Progress, page: &ReadPage) -> Step {
+    pub(super) async fn deliver_page(&mut self, lease: &Lease, work: &mut Work, page: &ReadPage) -> Step {
         let events = &page.events;
         let mut start = 0;
         while start < events.len() {
             let end = (start + self.batch).min(events.len());
-            if let Err(step) = self.deliver_batch(lease, progress, page, start..end).await {
+            if let Err(step) = self.deliver_batch(lease, work, page, start..end).await {
                 return step;
             }
             // A filtered page may have scanned past its last event: its last batch records
             // where the page ended. Only the page's last save, when nothing follows, is
             // waited for.
             let recorded = if end < events.len() {
-                self.record_behind(lease, progress, events[end - 1].sequence).await
+                self.record_behind(lease, &mut work.progress, events[end - 1].sequence).await
             } else if page.more {
-                self.record_behind(lease, progress, page.next_after).await
+                self.record_behind(lease, &mut work.progress, page.next_after).await
             } else {
-                self.record(lease, progress, page.next_after, None).await
+                self.record(lease, &mut work.progress, page.next_after, None).await
             };
             if let Err(step) = recorded {
                 return step;
@@ -74,7 +83,7 @@ impl Runner {
     async fn deliver_batch(
         &mut self,
         lease: &Lease,
-        progress: &mut Progress,
+        work: &mut Work,
         page: &ReadPage,
         batch: Range<usize>,
     ) -> Result<(), Step> {
@@ -85,16 +94,16 @@ impl Runner {
             match self.call(&events[range.clone()]).await {
                 Call::Interrupted(interruption) => return Err(interruption.into()),
                 // The last range is recorded with the batch, by the caller.
-                Call::Delivered if pending.is_empty() => self.note_delivered(progress, &events[range]),
-                Call::Delivered => self.delivered(lease, progress, &events[range]).await?,
+                Call::Delivered if pending.is_empty() => self.note_delivered(work, &events[range]),
+                Call::Delivered => self.delivered(lease, work, &events[range]).await?,
                 Call::Failed(error) => {
                     if let Some(index) = error.failed_at().filter(|index| *index < range.len()) {
                         let failing = range.start + index;
-                        self.delivered(lease, progress, &events[range.start..failing]).await?;
-                        return Err(self.settle(lease, progress, page, failing, error).await);
+                        self.delivered(lease, work, &events[range.start..failing]).await?;
+                        return Err(self.settle(lease, work, page, failing, error).await);
                     }
                     if range.len() == 1 {
-                        return Err(self.settle(lease, progress, page, range.start, error).await);
+                        return Err(self.settle(lease, work, page, range.start, error).await);
                     }
                     let middle = range.start + range.len() / 2;
                     pending.push(middle..range.end);
@@ -106,18 +115,18 @@ impl Runner {
     }
 
     /// Records that `delivered` (possibly empty) went through.
-    async fn delivered(&self, lease: &Lease, progress: &mut Progress, delivered: &[Event]) -> Result<(), Step> {
+    async fn delivered(&self, lease: &Lease, work: &mut Work, delivered: &[Event]) -> Result<(), Step> {
         let Some(last) = delivered.last() else { return Ok(()) };
-        self.note_delivered(progress, delivered);
-        self.record(lease, progress, last.sequence, None).await
+        self.note_delivered(work, delivered);
+        self.record(lease, &mut work.progress, last.sequence, None).await
     }
 
     /// Notes that `delivered` went through, before its cursor save.
-    fn note_delivered(&self, progress: &mut Progress, delivered: &[Event]) {
+    fn note_delivered(&self, work: &mut Work, delivered: &[Event]) {
         let Some(last) = delivered.last() else { return };
-        progress.delivered_in_round = true;
-        if progress.suspect.as_ref().is_some_and(|suspect| suspect.position <= last.sequence) {
-            progress.suspect = None;
+        work.delivered_in_round = true;
+        if work.suspect.as_ref().is_some_and(|suspect| suspect.position <= last.sequence) {
+            work.suspect = None;
         }
         self.update(|state| state.delivered += delivered.len() as u64);
     }
@@ -126,13 +135,13 @@ impl Runner {
     async fn settle(
         &mut self,
         lease: &Lease,
-        progress: &mut Progress,
+        work: &mut Work,
         page: &ReadPage,
         index: usize,
         error: SinkError,
     ) -> Step {
         let event = &page.events[index];
-        let mut suspect = match progress.suspect.take() {
+        let mut suspect = match work.suspect.take() {
             Some(suspect) if suspect.position == event.sequence => suspect,
             _ => Suspect {
                 position: event.sequence,
@@ -145,19 +154,19 @@ impl Runner {
         while suspect.attempts < self.max_attempts {
             match self.call(std::slice::from_ref(event)).await {
                 Call::Delivered => {
-                    return match self.delivered(lease, progress, std::slice::from_ref(event)).await {
+                    return match self.delivered(lease, work, std::slice::from_ref(event)).await {
                         Ok(()) => Step::Progressed,
                         Err(step) => step,
                     };
                 }
                 Call::Failed(error) => self.count_failure(&mut suspect, error),
                 Call::Interrupted(interruption) => {
-                    progress.suspect = Some(suspect);
+                    work.suspect = Some(suspect);
                     return interruption.into();
                 }
             }
         }
-        self.judge_by_neighbour(lease, progress, page, index, suspect).await
+        self.judge_by_neighbour(lease, work, page, index, suspect).await
     }
 
     fn count_failure(&self, suspect: &mut Suspect, error: SinkError) {
@@ -171,7 +180,7 @@ impl Runner {
     async fn judge_by_neighbour(
         &mut self,
         lease: &Lease,
-        progress: &mut Progress,
+        work: &mut Work,
         page: &ReadPage,
         index: usize,
         suspect: Suspect,
@@ -186,23 +195,23 @@ impl Runner {
                         "{} (event {} failed; waiting for a later event to judge it)",
                         suspect.last_error, event.sequence
                     );
-                    progress.suspect = Some(suspect);
-                    return Step::Failed(Failure { message, retry_after: None });
+                    work.suspect = Some(suspect);
+                    return Step::Failed(Failure::new(message));
                 }
                 Err(error) => {
-                    progress.suspect = Some(suspect);
+                    work.suspect = Some(suspect);
                     return Step::Failed(Failure::database(error));
                 }
             },
         };
         match self.call(std::slice::from_ref(&neighbour)).await {
-            Call::Delivered => self.dead_letter(lease, progress, event, &neighbour, suspect).await,
+            Call::Delivered => self.dead_letter(lease, work, event, &neighbour, suspect).await,
             Call::Failed(error) => {
-                progress.suspect = Some(suspect);
+                work.suspect = Some(suspect);
                 Step::Failed(Failure::sink(&error))
             }
             Call::Interrupted(interruption) => {
-                progress.suspect = Some(suspect);
+                work.suspect = Some(suspect);
                 interruption.into()
             }
         }
@@ -212,7 +221,7 @@ impl Runner {
     async fn dead_letter(
         &mut self,
         lease: &Lease,
-        progress: &mut Progress,
+        work: &mut Work,
         event: &Event,
         neighbour: &Event,
         suspect: Suspect,
@@ -227,12 +236,12 @@ impl Runner {
         };
         tracing::warn!(sink = self.sink.id(), event = %event.id, position = %event.sequence,
             attempts = suspect.attempts, error = %suspect.last_error, "dead-lettering a poison event");
-        progress.delivered_in_round = true;
+        work.delivered_in_round = true;
         self.update(|state| state.delivered += 1);
-        match self.record(lease, progress, neighbour.sequence, Some(letter)).await {
+        match self.record(lease, &mut work.progress, neighbour.sequence, Some(letter)).await {
             Ok(()) => Step::Progressed,
             Err(step) => {
-                progress.suspect = Some(suspect);
+                work.suspect = Some(suspect);
                 step
             }
         }

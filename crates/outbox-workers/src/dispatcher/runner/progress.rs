@@ -1,0 +1,148 @@
+//! Saving progress: fenced cursor saves, in order, one of them beside the next delivery.
+//!
+//! Every save is fenced by the lease (holder and epoch), so a runner that lost its lease
+//! writes nothing. Progress may be lost in a crash (the events are then delivered again, at
+//! least once), so a save's commit does not wait for the WAL flush
+//! ([`Durability::Relaxed`]); its order and the fence are unchanged.
+
+use outbox_core::Position;
+use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved};
+use outbox_pg::dead_letter::NewDeadLetter;
+use outbox_pg::lease::Lease;
+use outbox_pg::sqlx::PgPool;
+use tokio::task::JoinHandle;
+
+use super::{Failure, Interruption, Runner, Step};
+
+/// How far the sink got, as the loop knows it while it holds the lease.
+pub(super) struct Progress {
+    /// The durable cursor, once loaded (`None` also when it was never saved).
+    cursor: Option<Position>,
+    loaded: bool,
+    /// Where the next read starts: the cursor, or past it over rows the filter skipped.
+    after: Option<Position>,
+    /// A cursor save running beside the next delivery, and the position it saves.
+    saving: Option<(Position, JoinHandle<Result<Saved, Failure>>)>,
+}
+
+impl Progress {
+    /// Nothing known yet: the cursor is loaded by the first step.
+    pub(super) fn new() -> Progress {
+        Progress { cursor: None, loaded: false, after: None, saving: None }
+    }
+
+    /// Where the next read starts.
+    pub(super) fn after(&self) -> Option<Position> {
+        self.after
+    }
+
+    /// The next read starts after `position` or further on (over rows the filter skipped, or
+    /// a save not yet collected), never back.
+    pub(super) fn pass(&mut self, position: Position) {
+        self.after = self.after.max(Some(position));
+    }
+}
+
+impl Runner {
+    /// Loads the durable cursor, once per lease.
+    pub(super) async fn load_cursor(&self, progress: &mut Progress) -> Result<(), Failure> {
+        if progress.loaded {
+            return Ok(());
+        }
+        let position = cursor::load(&self.pool, OUTBOX_STREAM, &self.cursor_name).await.map_err(Failure::database)?;
+        progress.cursor = position;
+        progress.after = position;
+        progress.loaded = true;
+        self.update(|state| state.position = position);
+        Ok(())
+    }
+
+    /// Moves the cursor to `to` (and writes `letter`) in one fenced transaction, after any
+    /// save still running. Nothing is written when the cursor is already there and there
+    /// is no letter.
+    pub(super) async fn record(
+        &self,
+        lease: &Lease,
+        progress: &mut Progress,
+        to: Position,
+        letter: Option<NewDeadLetter<'_>>,
+    ) -> Result<(), Step> {
+        self.saved(progress).await?;
+        let already = progress.cursor.map_or(to == Position::START, |cursor| cursor >= to);
+        if already && letter.is_none() {
+            return Ok(());
+        }
+        let saved = save(&self.pool, lease, &self.cursor_name, to, letter.as_ref()).await;
+        self.settle_save(progress, to, saved, letter.is_some())
+    }
+
+    /// Like [`Runner::record`] without a letter, but the save runs beside what the loop
+    /// does next (the next page's delivery); the save after it, or the loop's next wait,
+    /// collects its outcome first. Saves stay in order and fenced, so a lost lease still
+    /// writes nothing; what the next delivery sends meanwhile is delivered at least once,
+    /// as after any crash.
+    pub(super) async fn record_behind(&self, lease: &Lease, progress: &mut Progress, to: Position) -> Result<(), Step> {
+        self.saved(progress).await?;
+        if progress.cursor.is_some_and(|cursor| cursor >= to) {
+            return Ok(());
+        }
+        let (pool, lease, name) = (self.pool.clone(), lease.clone(), self.cursor_name.clone());
+        let saving = tokio::spawn(async move { save(&pool, &lease, &name, to, None).await });
+        progress.pass(to);
+        progress.saving = Some((to, saving));
+        Ok(())
+    }
+
+    /// Waits for the save running beside the loop, if any, and takes in its outcome.
+    pub(super) async fn saved(&self, progress: &mut Progress) -> Result<(), Step> {
+        let Some((to, saving)) = progress.saving.take() else { return Ok(()) };
+        let saved =
+            saving.await.unwrap_or_else(|error| Err(Failure::new(format!("saving the cursor failed: {error}"))));
+        self.settle_save(progress, to, saved, false)
+    }
+
+    fn settle_save(
+        &self,
+        progress: &mut Progress,
+        to: Position,
+        saved: Result<Saved, Failure>,
+        lettered: bool,
+    ) -> Result<(), Step> {
+        let now_at = match saved.map_err(Step::Failed)? {
+            Saved::LeaseLost => {
+                self.update(|state| state.fenced_out += 1);
+                return Err(Step::Interrupted(Interruption::LeaseLost));
+            }
+            Saved::Moved => to,
+            Saved::AlreadyPast(stored) => {
+                tracing::warn!(sink = self.sink.id(), %stored, %to, "the stored cursor was already past this batch");
+                stored.max(to)
+            }
+        };
+        progress.cursor = Some(now_at);
+        progress.pass(now_at);
+        self.update(|state| {
+            state.position = Some(now_at);
+            state.dead_lettered += u64::from(lettered);
+        });
+        Ok(())
+    }
+}
+
+/// Moves the cursor `name` to `to` (and writes `letter`) in one fenced statement or
+/// transaction, with a relaxed commit (see the module documentation).
+async fn save(
+    pool: &PgPool,
+    lease: &Lease,
+    name: &str,
+    to: Position,
+    letter: Option<&NewDeadLetter<'_>>,
+) -> Result<Saved, Failure> {
+    let saved = match letter {
+        None => cursor::save(pool, lease, OUTBOX_STREAM, name, to, Durability::Relaxed).await,
+        Some(letter) => {
+            cursor::save_with_letter(pool, lease, OUTBOX_STREAM, name, to, letter, Durability::Relaxed).await
+        }
+    };
+    saved.map_err(Failure::database)
+}
