@@ -33,3 +33,11 @@ fn bad_values_name_their_key_variable_or_flag() {
     refused(&["serve"], &[], "DATABASE_URL");
     refused(&["serve", "--config", "/nonexistent/outbox.toml"], &[], "/nonexistent/outbox.toml");
 }
+
+#[test]
+fn an_out_of_range_option_stops_serve_naming_it() {
+    let path = write("out-of-range", "database_url = \"postgres://x@127.0.0.1:1/x\"\n[watch]\nbatch = 5000\n");
+    refused(&["serve", "--config", path.to_str().unwrap()], &[], "watch.batch must be 1 to 1000 (got 5000)");
+    let path = write("retention-zero", "database_url = \"postgres://x@127.0.0.1:1/x\"\n[retention]\nmax_rounds = 0\n");
+    refused(&["serve", "--config", path.to_str().unwrap()], &[], "retention.max_rounds");
+}

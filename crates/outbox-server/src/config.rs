@@ -128,8 +128,16 @@ pub struct RetentionConfig {
 }
 
 impl Default for RetentionConfig {
+    /// The retention loop's own defaults, in the file's units.
     fn default() -> RetentionConfig {
-        RetentionConfig { every_seconds: 300, batch: 5000, max_rounds: 20, pause_ms: 250, min_age_seconds: 3600 }
+        let defaults = outbox_workers::retention::RetentionConfig::default();
+        RetentionConfig {
+            every_seconds: defaults.every.as_secs(),
+            batch: defaults.batch,
+            max_rounds: defaults.max_rounds,
+            pause_ms: u64::try_from(defaults.pause.as_millis()).unwrap_or(u64::MAX),
+            min_age_seconds: defaults.min_age.as_secs(),
+        }
     }
 }
 
@@ -340,33 +348,14 @@ impl Config {
         self.validate_watch()
     }
 
+    /// `[retention]`, checked by the retention loop's own rules.
     fn validate_retention(&self) -> Result<(), ConfigError> {
-        let retention = &self.retention;
-        let positive = [
-            ("retention.every_seconds", retention.every_seconds),
-            ("retention.batch", retention.batch),
-            ("retention.max_rounds", retention.max_rounds),
-        ];
-        match positive.iter().find(|(_, value)| *value == 0) {
-            Some((key, _)) => Err(bad(format!("{key} must be greater than 0"))),
-            None => Ok(()),
-        }
+        crate::ops::retention_config(self).validate().map_err(|error| bad(error.to_string()))
     }
 
+    /// `[watch]`, checked by the stream options' own rules.
     fn validate_watch(&self) -> Result<(), ConfigError> {
-        let watch = &self.watch;
-        let positive = [
-            ("watch.heartbeat_ms", watch.heartbeat_ms),
-            ("watch.poll_ms", watch.poll_ms),
-            ("watch.batch", watch.batch as u64),
-            ("watch.buffer", watch.buffer as u64),
-            ("watch.max_duration_ms", watch.max_duration_ms),
-            ("watch.reauthorize_ms", watch.reauthorize_ms),
-        ];
-        match positive.iter().find(|(_, value)| *value == 0) {
-            Some((key, _)) => Err(bad(format!("{key} must be greater than 0"))),
-            None => Ok(()),
-        }
+        self.watch.validate().map_err(|rule| bad(format!("watch.{rule}")))
     }
 }
 
@@ -496,6 +485,9 @@ mod tests {
         refused("roles = []", "roles must name");
         refused("[auth]\njwt_secret = \"short\"", "auth.jwt_secret");
         refused("[watch]\npoll_ms = 0", "watch.poll_ms");
+        refused("[watch]\nbatch = 5000", "watch.batch must be 1 to 1000");
+        refused("[retention]\nbatch = 0", "retention.batch");
+        refused("[retention]\nevery_seconds = 0", "retention.every_seconds");
         let key = |sha: &str, tenant: &str, scope: &str| {
             format!(
                 "[[auth.api_keys]]\nid = \"ops\"\nsha256 = \"{sha}\"\ntenant = \"{tenant}\"\nscopes = [\"{scope}\"]"
@@ -548,7 +540,7 @@ mod tests {
         assert_eq!(config.doctor.long_transaction_seconds, 7);
         let err = load("", &[("OUTBOX_DOCTOR_LONG_TX_SECONDS", "soon")], &Overrides::default()).unwrap_err();
         assert!(err.contains("OUTBOX_DOCTOR_LONG_TX_SECONDS"), "{err}");
-        refused("[retention]\nbatch = 0\n", "retention.batch must be greater than 0");
+        refused("[retention]\nbatch = 0\n", "retention.batch: must be at least 1");
         refused("[doctor]\nlong_tx = 1\n", "unknown field `long_tx`");
     }
 

@@ -11,8 +11,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A sink's configuration is invalid; the message names the key.
-    #[error("invalid sink configuration: {key}: {message}")]
+    /// A configuration (a sink's, retention's) is invalid; the message names the key.
+    #[error("invalid configuration: {key}: {message}")]
     Config {
         /// The offending key, e.g. `sinks[billing].url`.
         key: String,

@@ -72,7 +72,9 @@ impl Default for RetentionConfig {
 }
 
 impl RetentionConfig {
-    fn check(&self) -> Result<()> {
+    /// Checks the settings, naming the `[retention]` key of a bad one
+    /// ([`Error::Config`]); [`Retention::start`] checks too, a host calls it at start-up.
+    pub fn validate(&self) -> Result<()> {
         if self.batch == 0 {
             return Err(Error::config("retention.batch", "must be at least 1"));
         }
@@ -157,7 +159,7 @@ impl Retention {
     /// Checks `config` and spawns the loop on the current tokio runtime. The first pass runs
     /// at once (when the lease is free), then one every `config.every`.
     pub fn start(pool: PgPool, config: RetentionConfig) -> Result<Retention> {
-        config.check()?;
+        config.validate()?;
         let stats = Arc::new(RetentionStats::default());
         let last = Arc::new(Mutex::new(None));
         let (shutdown, signal) = watch::channel(false);

@@ -310,7 +310,7 @@ async fn start_refuses_bad_and_duplicate_sinks() {
     let db = db().await;
     let duplicate = vec![SinkSpec::new(ScriptedSink::accepting("a")), SinkSpec::new(ScriptedSink::accepting("a"))];
     let error = Dispatcher::start(db.pool.clone(), fast_config(), duplicate).err().unwrap();
-    assert_eq!(error.to_string(), "invalid sink configuration: sinks[a].id: is not unique");
+    assert_eq!(error.to_string(), "invalid configuration: sinks[a].id: is not unique");
     let bad_id = vec![SinkSpec::new(ScriptedSink::accepting("Bad Id"))];
     assert!(Dispatcher::start(db.pool.clone(), fast_config(), bad_id).is_err());
     let big = vec![SinkSpec::new(ScriptedSink::accepting("big")).batch(1_001)];
