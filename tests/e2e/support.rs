@@ -7,16 +7,25 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The `outbox` binary, built fresh once per test run.
-///
-/// It is built into a target directory of its own (`<target>/e2e`): `cargo test` unifies
-/// features across the workspace's dev-dependencies, `cargo build -p outbox-server` does not,
-/// so sharing one directory would make each rebuild what the other just built.
+/// The `outbox` binary: `OUTBOX_BIN` when set (`cargo xtask test` builds the binary once,
+/// before the tests, and names it there), otherwise built fresh once per test run.
 pub fn outbox_binary() -> PathBuf {
     static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BINARY.get_or_init(build_outbox).clone()
+    BINARY
+        .get_or_init(|| match std::env::var_os("OUTBOX_BIN") {
+            Some(path) => {
+                let binary = PathBuf::from(path);
+                assert!(binary.is_file(), "OUTBOX_BIN names {}, which is not a file", binary.display());
+                binary
+            }
+            None => build_outbox(),
+        })
+        .clone()
 }
 
+/// Builds the binary into a target directory of its own (`<target>/e2e`): `cargo test`
+/// unifies features across the workspace's dev-dependencies, `cargo build -p outbox-server`
+/// does not, so sharing one directory would make each rebuild what the other just built.
 fn build_outbox() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     // <target>/<profile>/deps/e2e-<hash>

@@ -130,9 +130,18 @@ pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
+    // Everything is built once, the `outbox` binary the end-to-end tests run included (it is
+    // a target of outbox-server's tests), and named to them, so that they do not build it again.
+    let cargo_args = args.iter().take_while(|arg| *arg != "--");
+    let built = Command::new(cargo()).args(["test", "--workspace", "--no-run"]).args(cargo_args).status();
+    if !built.context("running cargo test --no-run")?.success() {
+        bail!("building the tests failed");
+    }
+    let binary = target_dir()?.join("debug").join("outbox");
     let status = Command::new(cargo())
         .args(["test", "--workspace"])
         .args(args)
+        .env("OUTBOX_BIN", &binary)
         .env("DATABASE_URL", postgres.url())
         .env("NATS_URL", &nats.url)
         .env("REDIS_URL", &redis.url)
@@ -143,6 +152,20 @@ pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
         bail!("cargo test failed ({status})");
     }
     Ok(())
+}
+
+/// The workspace's target directory, as cargo resolves it (`CARGO_TARGET_DIR` included).
+pub fn target_dir() -> anyhow::Result<PathBuf> {
+    let output = Command::new(cargo())
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let dir = metadata["target_directory"].as_str().context("cargo metadata names no target directory")?;
+    Ok(PathBuf::from(dir))
 }
 
 pub fn cargo() -> String {
