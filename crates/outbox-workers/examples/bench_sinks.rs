@@ -261,7 +261,7 @@ impl Results {
     }
 
     fn print_ratios(&self) {
-        let primary = self.transports[0];
+        let primary = Transport::phrase(self.transports[0]);
         println!("  {:<38}{}", "", self.columns(8, |t| self.transports[t].to_owned()));
         for (ours, theirs, what, target) in [
             (Contender::NatsSink, Contender::BareNats, "nats sink / bare JetStream publish", Some(0.7)),
@@ -278,8 +278,8 @@ impl Results {
             let ratio = |t: usize| Some(self.rate(ours, t)? / self.rate(theirs, t)?);
             let Some(first) = ratio(0) else { continue };
             let verdict = match target {
-                Some(target) if first >= target => format!("meets target >= {target:.2} over {primary}"),
-                Some(target) => format!("MISSES target >= {target:.2} over {primary}"),
+                Some(target) if first >= target => format!("meets target >= {target:.2} {primary}"),
+                Some(target) => format!("MISSES target >= {target:.2} {primary}"),
                 None => "reference".into(),
             };
             let figures = self.columns(8, |t| ratio(t).map_or("-".into(), |r| format!("{r:.2}")));
