@@ -114,7 +114,7 @@ impl Postgres {
             Transport::Tcp => {
                 let url = self.url();
                 let options: sqlx::postgres::PgConnectOptions = url.parse()?;
-                if options.get_host().starts_with('/') {
+                if options.get_host().starts_with('/') || options.get_socket().is_some() {
                     bail!("DATABASE_URL names a Unix socket; benchmarks connect over TCP (or pass --socket)");
                 }
                 Ok(url)
