@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use outbox_pg::sqlx::{self, PgPool};
+use outbox_pg::sqlx::PgPool;
 
 use outbox_http::{AuthError, Grant, Selector, WatchRegistry};
 
@@ -70,14 +70,9 @@ fn selector_of(kind: &str, value: String) -> Option<Selector> {
 }
 
 /// Records a revocation for every process to act on.
-pub async fn record(pool: &PgPool, selector: &Selector, reason: &str) -> Result<(), sqlx::Error> {
+pub async fn record(pool: &PgPool, selector: &Selector, reason: &str) -> Result<(), outbox_pg::Error> {
     let (kind, value) = kind_and_value(selector);
-    sqlx::query("INSERT INTO outbox_revocations (kind, value, reason) VALUES ($1, $2, $3)")
-        .bind(kind)
-        .bind(value)
-        .bind(reason)
-        .execute(pool)
-        .await?;
+    outbox_pg::revocation::record(pool, kind, value, reason).await?;
     Ok(())
 }
 
@@ -158,7 +153,11 @@ pub struct Poller {
 impl Poller {
     /// Loads every recorded revocation into `revocations` without closing anything (the
     /// streams they were meant for are not open in a process that just started).
-    pub async fn start(pool: PgPool, revocations: Revocations, registry: WatchRegistry) -> Result<Poller, sqlx::Error> {
+    pub async fn start(
+        pool: PgPool,
+        revocations: Revocations,
+        registry: WatchRegistry,
+    ) -> Result<Poller, outbox_pg::Error> {
         let mut poller = Poller { pool, revocations, registry, max_id: 0, seen: BTreeSet::new() };
         poller.poll(false).await?;
         Ok(poller)
@@ -177,26 +176,17 @@ impl Poller {
     }
 
     /// One read: applies the rows not seen yet; closes their streams when `close`.
-    pub async fn poll(&mut self, close: bool) -> Result<usize, sqlx::Error> {
-        let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
-            "SELECT id, kind, value, reason FROM outbox_revocations
-             WHERE id > $1 OR revoked_at > compute_now() - interval '1 minute' ORDER BY id",
-        )
-        .bind(self.max_id)
-        .fetch_all(&self.pool)
-        .await?;
+    pub async fn poll(&mut self, close: bool) -> Result<usize, outbox_pg::Error> {
+        let rows = outbox_pg::revocation::recent(&self.pool, self.max_id).await?;
         let mut closed = 0;
-        for (id, kind, value, reason) in &rows {
-            if self.seen.contains(id) {
-                continue;
-            }
-            let Some(selector) = selector_of(kind, value.clone()) else { continue };
+        for row in rows.iter().filter(|row| !self.seen.contains(&row.id)) {
+            let Some(selector) = selector_of(&row.kind, row.value.clone()) else { continue };
             self.revocations.insert(&selector);
             if close {
-                closed += self.registry.close_where(&selector, reason);
+                closed += self.registry.close_where(&selector, &row.reason);
             }
         }
-        self.seen = rows.iter().map(|(id, ..)| *id).collect();
+        self.seen = rows.iter().map(|row| row.id).collect();
         self.max_id = self.max_id.max(self.seen.last().copied().unwrap_or(0));
         self.revocations.mark_refreshed();
         Ok(closed)

@@ -33,11 +33,7 @@ pub const STATEMENT_OWNERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e", "out
 
 /// Sources that still run statements of their own, each with the change that ends it. An
 /// entry that no longer excuses anything fails the check as well, so the list only shrinks.
-pub const STATEMENTS_ALLOWED: &[(&str, &str)] = &[
-    // Revocation's insert and its poll are `outbox_pg::revocation::{record, recent}` now; the
-    // server's module still runs its own copies until it calls them.
-    ("crates/outbox-server/src/revocation.rs", "call outbox_pg::revocation::{record, recent}"),
-];
+pub const STATEMENTS_ALLOWED: &[(&str, &str)] = &[];
 
 /// The sqlx functions and macros that build a statement.
 const STATEMENT_BUILDERS: &[&str] = &[
