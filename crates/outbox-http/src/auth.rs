@@ -4,7 +4,8 @@
 //! [`Grant`] or a refusal, and re-checks an open stream's grant from time to
 //! time. This crate then decides per route: the scope the route needs, and the
 //! tenant the caller may name. A caller reads its own tenant; `?tenantId=`
-//! naming another is allowed only with the `admin` scope.
+//! naming another is allowed only with the `admin` scope. A host's own administrator
+//! routes check their callers with [`authorize_admin`].
 
 use std::collections::BTreeSet;
 
@@ -88,6 +89,17 @@ pub trait Authorizer: Send + Sync + 'static {
     /// (`ACCESS_DENIED`); `Err(_)` counts as "authority unreachable", and after
     /// `iam_outage_ms` of continuous errors the stream closes.
     fn reauthorize<'a>(&'a self, grant: &'a Grant) -> BoxFuture<'a, Result<bool, AuthError>>;
+}
+
+/// Authenticates the caller of an administrator's route with `authorizer` and requires the
+/// `admin` scope. A refusal is the [`AuthError`]'s own code and message, or `ACCESS_DENIED`
+/// saying that `what` (e.g. `"closing streams"`) needs the admin scope.
+pub async fn authorize_admin(authorizer: &dyn Authorizer, headers: &HeaderMap, what: &str) -> Result<Grant, ApiError> {
+    let grant = authorizer.authorize(headers).await?;
+    if !grant.is_admin() {
+        return Err(ApiError::denied(format!("{what} needs the admin scope")));
+    }
+    Ok(grant)
 }
 
 /// Refuses a grant without `scope`.

@@ -1,4 +1,7 @@
 //! Request and response bodies: a whole response from bytes, a request body read up to a limit.
+//!
+//! A host reads the bodies of its own routes with [`read_limited`], so that every route
+//! refuses an oversized body the same way.
 
 use bytes::{Bytes, BytesMut};
 use http_body::Body as HttpBody;
@@ -13,8 +16,9 @@ pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
 }
 
 /// Reads a request body whole, refusing it with `PAYLOAD_TOO_LARGE` as soon as it is known
-/// to exceed `limit` bytes (from its declared size, or while reading).
-pub(crate) async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, ApiError>
+/// to exceed `limit` bytes (from its declared size, or while reading). A body that fails
+/// while being read is `INVALID_INPUT`.
+pub async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, ApiError>
 where
     B: HttpBody<Data = Bytes>,
     B::Error: std::fmt::Display,

@@ -9,11 +9,17 @@
 //! [`Authorizer`], which turns request headers into a [`Grant`]; open streams
 //! are kept in a [`WatchRegistry`] so that a revocation closes them at once.
 //!
+//! [`SinkRoutes`] serves the sink and dead-letter routes (`GET /sinks`, SPEC §5.7) over the
+//! host's [`SinkAdmin`], mounted the same way. A host's own routes reuse the edge:
+//! [`read_limited`] for a bounded body, [`authorize_admin`] for an administrator's route,
+//! [`method_not_allowed`], [`error_response`], [`json_response`] and [`ApiError`].
+//!
 //! **Architecture invariant:** this crate reads and writes the outbox only
 //! through `outbox-pg` (and names sqlx only as `outbox_pg::sqlx`). It knows
-//! nothing of `outbox-workers` (sinks, retention, subscribers), of the bundled
-//! server's configuration, or of how tokens are issued and checked: that is the
-//! host's `Authorizer`. It runs no server of its own.
+//! nothing of `outbox-workers` (sinks, retention, subscribers: the sink routes
+//! reach the sinks only through the host's `SinkAdmin`), of the bundled server's
+//! configuration, or of how tokens are issued and checked: that is the host's
+//! `Authorizer`. It runs no server of its own.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -55,13 +61,16 @@ mod query;
 mod registry;
 pub mod scope;
 mod service;
+mod sinks;
 mod stats;
 mod watch;
 
-pub use auth::{AuthError, Authorizer, Grant};
+pub use auth::{AuthError, Authorizer, Grant, authorize_admin};
+pub use body::read_limited;
 pub use error::{ApiError, error_response, json_response, method_not_allowed};
 pub use registry::{Selector, WatchRegistry};
 pub use service::{DEFAULT_BODY_LIMIT, OutboxService};
+pub use sinks::{DeadLetterPage, MAX_DEAD_LETTER_PAGE, SinkAdmin, SinkRoutes};
 pub use stats::HttpStats;
 pub use watch::WatchOptions;
 

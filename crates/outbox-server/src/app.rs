@@ -1,11 +1,12 @@
 //! The bundled server's router: [`app`] turns an [`AppState`] into the one service that
-//! `outbox serve`, `outbox dev` and the tests all run.
+//! `outbox serve`, `outbox dev` and the tests all run. The routes themselves live in
+//! `outbox-http`; this module only mounts them, with the probes and `/metrics` beside.
 //!
 //! | route | what |
 //! |---|---|
 //! | `GET/POST /events`, `GET /watch`, `GET /event-types` | [`OutboxService`] (role `http`) |
 //! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
-//! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`sink_routes`](crate::sink_routes), scope `admin` (role `http`) |
+//! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`SinkRoutes`] over the configured [`Sinks`], scope `admin` (role `http`) |
 //! | `GET /healthz` | liveness: 200 `{"status":"ok"}` |
 //! | `GET /readyz` | readiness: the database answers, no migration is pending or drifted, the roles run |
 //! | `GET /metrics` | the Prometheus text format ([`metrics`](crate::metrics)) |
@@ -23,16 +24,14 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use outbox_core::ErrorCode;
 use outbox_http::{
-    AuthError, Authorizer, Body, BoxFuture, OutboxService, Selector, error_response, json_response, scope,
+    ApiError, Body, BoxFuture, OutboxService, Selector, SinkRoutes, authorize_admin, error_response, json_response,
+    method_not_allowed, read_limited,
 };
-use outbox_pg::Migrator;
-use outbox_pg::sqlx::PgPool;
 use serde::{Deserialize, Serialize};
 
-use crate::ops::Ops;
-use crate::revocation::{self, Revocations};
-use crate::sink_routes;
-use crate::sinks::SharedSinks;
+use crate::revocation;
+use crate::sinks::Sinks;
+use crate::state::AppState;
 
 /// The largest body `POST /admin/streams/close` reads.
 const CLOSE_BODY_LIMIT: usize = 16 * 1024;
@@ -43,35 +42,17 @@ const REASON_LIMIT: usize = 1024;
 /// How long `/readyz` waits for the database.
 const READY_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Everything the routes need.
-pub struct AppState {
-    /// The database.
-    pub pool: PgPool,
-    /// The outbox routes and the registry of open streams.
-    pub service: OutboxService,
-    /// Who callers are (also used by the admin route).
-    pub authorizer: Arc<dyn Authorizer>,
-    /// The revoked sessions and identities, updated at once by the admin route.
-    pub revocations: Revocations,
-    /// The migrations `/readyz` compares the database with.
-    pub migrator: Migrator,
-    /// The configured sinks (run here when the process has the `sinks` role).
-    pub sinks: SharedSinks,
-    /// Whether this process serves the outbox and admin routes (role `http`).
-    pub serve_api: bool,
-    /// Retention, the metrics' settings and the hooks `/readyz` asks.
-    pub ops: Ops,
-}
-
 /// The router: one cheap-to-clone service over the shared state.
 #[derive(Clone)]
 pub struct App {
     state: Arc<AppState>,
+    sinks: SinkRoutes<Sinks>,
 }
 
 /// Builds the router over `state`.
 pub fn app(state: AppState) -> App {
-    App { state: Arc::new(state) }
+    let sinks = SinkRoutes::new(state.sinks.clone(), state.authorizer.clone());
+    App { state: Arc::new(state), sinks }
 }
 
 impl App {
@@ -99,12 +80,10 @@ impl App {
                 None => metrics(state).await,
             },
             "/admin/streams/close" if state.serve_api => match *request.method() {
-                Method::POST => close_streams(state, request).await,
+                Method::POST => close_streams(state, request).await.unwrap_or_else(ApiError::into_response),
                 _ => method_not_allowed("POST"),
             },
-            _ if state.serve_api && sink_routes::serves(path) => {
-                sink_routes::handle(state, &request.into_parts().0).await
-            }
+            _ if state.serve_api && SinkRoutes::<Sinks>::serves(path) => self.sinks.handle(request).await,
             _ if state.serve_api && OutboxService::serves(path) => state.service.handle(request).await,
             _ => error_response(ErrorCode::NotFound, format!("no route for {path}")),
         }
@@ -128,12 +107,6 @@ where
 
 fn only_get(method: &Method) -> Option<Response<Body>> {
     (method != Method::GET && method != Method::HEAD).then(|| method_not_allowed("GET"))
-}
-
-pub(crate) fn method_not_allowed(allow: &'static str) -> Response<Body> {
-    let mut response = error_response(ErrorCode::MethodNotAllowed, format!("this path serves only {allow}"));
-    response.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
-    response
 }
 
 #[derive(Serialize)]
@@ -196,60 +169,34 @@ struct Closed {
 
 /// Closes the matching streams here, records the revocation for every other process, and
 /// refuses a revoked session or identity at once in this process.
-async fn close_streams<B>(state: &AppState, request: Request<B>) -> Response<Body>
+async fn close_streams<B>(state: &AppState, request: Request<B>) -> Result<Response<Body>, ApiError>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::fmt::Display,
 {
-    if let Err(refusal) = authorize_admin(state, request.headers(), "closing streams").await {
-        return refusal;
-    }
-    let (selector, reason) = match read_close_request(request.into_body()).await {
-        Ok(parsed) => parsed,
-        Err(refusal) => return refusal,
-    };
+    authorize_admin(state.authorizer.as_ref(), request.headers(), "closing streams").await?;
+    let (selector, reason) = read_close_request(request.into_body()).await?;
     if let Err(error) = revocation::record(&state.pool, &selector, &reason).await {
         tracing::warn!(%error, "recording a revocation failed");
-        return error_response(ErrorCode::Unavailable, "the revocation could not be recorded; try again");
+        return Err(ApiError::new(ErrorCode::Unavailable, "the revocation could not be recorded; try again"));
     }
     state.revocations.insert(&selector);
     let closed = state.service.registry().close_where(&selector, &reason);
     tracing::info!(?selector, closed, reason, "streams closed by an administrator");
-    json_response(StatusCode::OK, &Closed { closed })
+    Ok(json_response(StatusCode::OK, &Closed { closed }))
 }
 
-/// Authenticates the caller and requires the `admin` scope for `what`.
-pub(crate) async fn authorize_admin(
-    state: &AppState,
-    headers: &http::HeaderMap,
-    what: &str,
-) -> Result<(), Response<Body>> {
-    let grant = state.authorizer.authorize(headers).await.map_err(|error| {
-        let code = match &error {
-            AuthError::Unauthenticated(_) => ErrorCode::Unauthenticated,
-            AuthError::AccessDenied(_) => ErrorCode::AccessDenied,
-            _ => ErrorCode::Unavailable,
-        };
-        error_response(code, error.to_string())
-    })?;
-    if !grant.has_scope(scope::ADMIN) {
-        return Err(error_response(ErrorCode::AccessDenied, format!("{what} needs the admin scope")));
-    }
-    Ok(())
-}
-
-async fn read_close_request<B>(body: B) -> Result<(Selector, String), Response<Body>>
+async fn read_close_request<B>(body: B) -> Result<(Selector, String), ApiError>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::fmt::Display,
 {
-    let invalid = |message: String| error_response(ErrorCode::InvalidInput, message);
-    let bytes = read_body(body, CLOSE_BODY_LIMIT).await?;
-    let request: CloseRequest =
-        serde_json::from_slice(&bytes).map_err(|e| invalid(format!("the body must be a JSON object: {e}")))?;
+    let bytes = read_limited(body, CLOSE_BODY_LIMIT).await?;
+    let request: CloseRequest = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::invalid(format!("the body must be a JSON object: {e}")))?;
     let reason = request.reason.unwrap_or_else(|| "closed by an administrator".into());
     if reason.chars().count() > REASON_LIMIT {
-        return Err(invalid(format!("reason: at most {REASON_LIMIT} characters")));
+        return Err(ApiError::invalid(format!("reason: at most {REASON_LIMIT} characters")));
     }
     let selector = Selector::from_fields(
         request.agent_id,
@@ -259,25 +206,6 @@ where
         request.tenant_id,
         request.any_agent,
     )
-    .map_err(invalid)?;
+    .map_err(ApiError::invalid)?;
     Ok((selector, reason))
-}
-
-/// Reads a whole body of at most `limit` bytes (`PAYLOAD_TOO_LARGE` beyond).
-async fn read_body<B>(body: B, limit: usize) -> Result<Vec<u8>, Response<Body>>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: std::fmt::Display,
-{
-    let mut body = std::pin::pin!(body);
-    let mut bytes = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| error_response(ErrorCode::InvalidInput, format!("reading the body: {e}")))?;
-        let Ok(data) = frame.into_data() else { continue };
-        if bytes.len() + data.len() > limit {
-            return Err(error_response(ErrorCode::PayloadTooLarge, format!("the body must be at most {limit} bytes")));
-        }
-        bytes.extend_from_slice(&data);
-    }
-    Ok(bytes)
 }

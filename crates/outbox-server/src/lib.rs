@@ -3,8 +3,9 @@
 //! - [`config`]: the TOML file, the environment and the flags (SPEC §8.1).
 //! - [`auth`]: [`auth::TokenAuthorizer`], JWTs and hashed API keys (SPEC §5.2); [`token`] mints JWTs.
 //! - [`revocation`]: revocations recorded in the database and applied by every process (SPEC §5.5).
-//! - [`app`]: the router every process serves; [`server`]: the listener and graceful shutdown.
-//! - [`sinks`]: the configured sinks, run by the `sinks` role; [`sink_routes`]: `GET /sinks` and dead letters.
+//! - [`app`]: the router every process serves, over the [`state`] its routes share; [`server`]:
+//!   the listener and graceful shutdown.
+//! - [`sinks`]: the configured sinks, run by the `sinks` role and shown by `GET /sinks` (`outbox_http::SinkRoutes`).
 //! - [`ops`]: the retention role and the doctor's configuration; [`metrics`]: `GET /metrics`.
 //! - [`commands`]: one module per command; [`demo`]: the sample events of `outbox dev --demo`.
 //!
@@ -23,7 +24,7 @@ pub mod metrics;
 pub mod ops;
 pub mod revocation;
 pub mod server;
-pub mod sink_routes;
 pub mod sinks;
+pub mod state;
 pub mod terminal;
 pub mod token;

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 
 use outbox_workers::SinkState;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// The media type of the answer.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

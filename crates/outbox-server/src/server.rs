@@ -27,12 +27,13 @@ use outbox_workers::Subscribers;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::app::{App, AppState, app};
+use crate::app::{App, app};
 use crate::auth::TokenAuthorizer;
 use crate::config::{Config, Role};
 use crate::ops::Ops;
 use crate::revocation::{Poller, Revocations, migrator};
 use crate::sinks::Sinks;
+use crate::state::AppState;
 
 /// How long open connections get to finish after the signal.
 pub const GRACE: Duration = Duration::from_secs(10);

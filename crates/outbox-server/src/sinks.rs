@@ -5,16 +5,19 @@
 //! run them, starts one [`Dispatcher`] for all of them. Status and dead letters come from
 //! the database, so a process that does not run a sink shows it too; a replay delivers
 //! through this process's own instance of the sink, whether or not its loop runs here.
+//! [`Sinks`] is the [`SinkAdmin`] that `outbox_http::SinkRoutes` serves `GET /sinks` over.
 
 use std::sync::Arc;
 
+use outbox_core::ErrorCode;
+use outbox_http::{ApiError, BoxFuture, DeadLetterPage, SinkAdmin};
 use outbox_pg::dead_letter::{self, DeadLetter, ListRequest};
 use outbox_pg::sqlx::PgPool;
 use outbox_workers::config::{SinkConfig, build_spec};
 use outbox_workers::{Dispatcher, DispatcherConfig, Error, Result, SinkSpec, SinkStatus, sink_status};
 
-/// The most dead letters one page lists.
-pub const MAX_PAGE: u32 = 1000;
+/// The most dead letters one page lists (the routes' limit too).
+pub const MAX_PAGE: u32 = outbox_http::MAX_DEAD_LETTER_PAGE;
 
 /// The configured sinks, and their dispatcher when this process runs them.
 pub struct Sinks {
@@ -114,6 +117,47 @@ impl Sinks {
 
     fn find(&self, id: &str) -> Result<&SinkSpec> {
         self.specs.iter().find(|spec| spec.sink.id() == id).ok_or_else(|| Error::UnknownSink(id.to_owned()))
+    }
+}
+
+impl SinkAdmin for Sinks {
+    type Status = SinkStatus;
+
+    fn statuses(&self) -> BoxFuture<'_, std::result::Result<Vec<SinkStatus>, ApiError>> {
+        Box::pin(async move { Sinks::statuses(self).await.map_err(refusal) })
+    }
+
+    fn status<'a>(&'a self, id: &'a str) -> BoxFuture<'a, std::result::Result<SinkStatus, ApiError>> {
+        Box::pin(async move { Sinks::status(self, id).await.map_err(refusal) })
+    }
+
+    fn dead_letters<'a>(
+        &'a self,
+        id: &'a str,
+        page: DeadLetterPage,
+    ) -> BoxFuture<'a, std::result::Result<(Vec<DeadLetter>, bool), ApiError>> {
+        Box::pin(async move {
+            Sinks::dead_letters(self, id, page.after, page.limit, page.include_replayed).await.map_err(refusal)
+        })
+    }
+
+    fn replay<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, std::result::Result<(), ApiError>> {
+        Box::pin(async move { Sinks::replay(self, id, letter).await.map_err(refusal) })
+    }
+
+    fn discard<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, std::result::Result<(), ApiError>> {
+        Box::pin(async move { Sinks::discard(self, id, letter).await.map_err(refusal) })
+    }
+}
+
+/// The refusal for a workers error: its code and message, and no database internals.
+fn refusal(error: Error) -> ApiError {
+    match error {
+        Error::Database(inner) => {
+            tracing::warn!(error = %inner, "a sink route failed on the database");
+            ApiError::new(ErrorCode::Unavailable, "the database did not answer; try again")
+        }
+        other => ApiError::new(other.code(), other.to_string()),
     }
 }
 

@@ -9,5 +9,6 @@ mod publishing;
 mod refusals;
 mod resume;
 mod revocation;
+mod sinks;
 mod support;
 mod watch;
