@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// The `outbox` binary: `OUTBOX_BIN` when set (`cargo xtask test` builds the binary once,
 /// before the tests, and names it there), otherwise built fresh once per test run.
-pub fn outbox_binary() -> PathBuf {
+pub(crate) fn outbox_binary() -> PathBuf {
     static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BINARY
         .get_or_init(|| match std::env::var_os("OUTBOX_BIN") {
@@ -47,7 +47,7 @@ fn build_outbox() -> PathBuf {
 }
 
 /// Runs `outbox args…` with `env` to completion.
-pub fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(outbox_binary());
     clean_env(command.args(args));
     for (key, value) in env {
@@ -58,7 +58,7 @@ pub fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// Runs `outbox args…` with `env`, writing `input` to its standard input; kills it and
 /// panics when it has not exited within `within`.
-pub fn run_with_input(args: &[&str], env: &[(&str, &str)], input: &str, within: Duration) -> Output {
+pub(crate) fn run_with_input(args: &[&str], env: &[(&str, &str)], input: &str, within: Duration) -> Output {
     use std::io::Write;
     let mut command = Command::new(outbox_binary());
     clean_env(command.args(args));
@@ -102,19 +102,19 @@ fn clean_env(command: &mut Command) -> &mut Command {
 }
 
 /// Standard output and error as text, for assertions and failure messages.
-pub fn text(output: &Output) -> (String, String) {
+pub(crate) fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 /// A running `outbox` process whose standard output is read line by line.
-pub struct Process {
+pub(crate) struct Process {
     pub child: Child,
     lines: mpsc::Receiver<String>,
 }
 
 impl Process {
     /// Starts `outbox args…` with `env` (DATABASE_URL removed unless given).
-    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
+    pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
         let mut command = Command::new(outbox_binary());
         clean_env(command.args(args));
         for (key, value) in env {
@@ -128,7 +128,7 @@ impl Process {
     }
 
     /// The rest of the first line starting with `prefix`, waiting at most `within`.
-    pub fn line_after(&mut self, prefix: &str, within: Duration) -> String {
+    pub(crate) fn line_after(&mut self, prefix: &str, within: Duration) -> String {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -148,7 +148,7 @@ impl Process {
     }
 
     /// Sends SIGTERM (or another signal by name) and waits at most `within` for the exit.
-    pub fn signal_and_wait(&mut self, signal: &str, within: Duration) -> ExitStatus {
+    pub(crate) fn signal_and_wait(&mut self, signal: &str, within: Duration) -> ExitStatus {
         let sent = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status();
         assert!(sent.expect("running kill").success(), "kill -{signal} failed");
         let deadline = Instant::now() + within;
@@ -176,16 +176,16 @@ impl Drop for Process {
 
 /// How many migrations the `outbox` binary applies: the core ones and the server's own
 /// (`server/0001_revocations`).
-pub fn server_migration_count() -> i64 {
+pub(crate) fn server_migration_count() -> i64 {
     i64::try_from(outbox_pg::migrate::core_migrations().len()).unwrap_or(i64::MAX) + 1
 }
 
 /// A secret every test server of this suite accepts.
-pub const SECRET: &str = "e2e-secret-0123456789abcdef0123456789";
+pub(crate) const SECRET: &str = "e2e-secret-0123456789abcdef0123456789";
 
 /// Starts `outbox serve --listen 127.0.0.1:0 extra…` on `database_url` with [`SECRET`];
 /// returns it and the address it printed.
-pub fn serve(database_url: &str, extra: &[&str]) -> (Process, SocketAddr) {
+pub(crate) fn serve(database_url: &str, extra: &[&str]) -> (Process, SocketAddr) {
     let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut process = Process::spawn(&args, &[("DATABASE_URL", database_url), ("OUTBOX_JWT_SECRET", SECRET)]);
@@ -195,7 +195,7 @@ pub fn serve(database_url: &str, extra: &[&str]) -> (Process, SocketAddr) {
 }
 
 /// `outbox token issue …` with [`SECRET`]; the printed token.
-pub fn issue_token(args: &[&str]) -> String {
+pub(crate) fn issue_token(args: &[&str]) -> String {
     let mut all = vec!["token", "issue"];
     all.extend_from_slice(args);
     let output = run(&all, &[("OUTBOX_JWT_SECRET", SECRET)]);

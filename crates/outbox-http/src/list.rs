@@ -31,7 +31,7 @@ use crate::service::OutboxService;
 use crate::{ApiError, Body, json_response, proto, scope};
 
 /// The most rows one page examines under a filter before it answers with what it has.
-pub const SCAN_BUDGET: usize = 5_000;
+pub(crate) const SCAN_BUDGET: usize = 5_000;
 /// The page size when `limit` is not given.
 const DEFAULT_LIMIT: usize = 100;
 /// The largest page when `subject` is given.

@@ -177,7 +177,7 @@ mod optional_millis {
     use serde::Serializer;
     use time::OffsetDateTime;
 
-    pub fn serialize<S: Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
         match time {
             Some(time) => serializer.serialize_str(&super::millis::format(*time)),
             None => serializer.serialize_none(),

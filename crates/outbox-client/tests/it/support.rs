@@ -19,15 +19,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// The HS256 secret every test server accepts.
-pub const SECRET: &str = "client-it-secret-0123456789abcdef0123";
+pub(crate) const SECRET: &str = "client-it-secret-0123456789abcdef0123";
 
 /// A database migrated with the server's migrations.
-pub async fn database() -> TestDb {
+pub(crate) async fn database() -> TestDb {
     TestDb::with_migrator(&migrator()).await
 }
 
 /// Port 0, the secret, a 10 ms `retry:` and frequent keep-alives, so reconnects are quick.
-pub fn config() -> Config {
+pub(crate) fn config() -> Config {
     let mut config = Config { listen: "127.0.0.1:0".parse().unwrap(), ..Config::default() };
     config.auth.jwt_secret = Some(SECRET.into());
     config.watch.retry_ms = 10;
@@ -37,7 +37,7 @@ pub fn config() -> Config {
 }
 
 /// A token signed with [`SECRET`].
-pub fn token(tenant: &str, scopes: &str, sid: Option<&str>) -> String {
+pub(crate) fn token(tenant: &str, scopes: &str, sid: Option<&str>) -> String {
     let request = TokenRequest {
         tenant: tenant.into(),
         scopes: scopes.into(),
@@ -49,14 +49,14 @@ pub fn token(tenant: &str, scopes: &str, sid: Option<&str>) -> String {
 }
 
 /// A running server; stopped gracefully by [`TestServer::stop`] or when dropped.
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
 
 impl TestServer {
-    pub async fn start(pool: &PgPool) -> TestServer {
+    pub(crate) async fn start(pool: &PgPool) -> TestServer {
         let server = Server::start(&config(), pool.clone()).await.expect("starting the server");
         let addr = server.local_addr();
         let (shutdown, signal) = oneshot::channel();
@@ -67,7 +67,7 @@ impl TestServer {
     }
 
     /// Signals shutdown (open streams end) and waits until the server has stopped.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.shutdown.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap();
     }
@@ -83,7 +83,7 @@ impl Drop for TestServer {
 
 /// A loopback TCP proxy: forwards each connection to the current upstream, counts the
 /// requests it carries, and can cut every open connection at once.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub addr: SocketAddr,
     upstream: Arc<Mutex<SocketAddr>>,
     connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
@@ -92,7 +92,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    pub async fn start(upstream: SocketAddr) -> Proxy {
+    pub(crate) async fn start(upstream: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let upstream = Arc::new(Mutex::new(upstream));
@@ -103,16 +103,16 @@ impl Proxy {
     }
 
     /// `http://<proxy>`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    pub fn set_upstream(&self, addr: SocketAddr) {
+    pub(crate) fn set_upstream(&self, addr: SocketAddr) {
         *self.upstream.lock().unwrap() = addr;
     }
 
     /// Cuts every open connection (both sockets dropped mid-stream); answers how many.
-    pub fn cut(&self) -> usize {
+    pub(crate) fn cut(&self) -> usize {
         let all: Vec<JoinHandle<()>> = self.connections.lock().unwrap().drain(..).collect();
         let open: Vec<JoinHandle<()>> = all.into_iter().filter(|task| !task.is_finished()).collect();
         open.iter().for_each(JoinHandle::abort);
@@ -120,12 +120,12 @@ impl Proxy {
     }
 
     /// How many connections are still open.
-    pub fn open_connections(&self) -> usize {
+    pub(crate) fn open_connections(&self) -> usize {
         self.connections.lock().unwrap().iter().filter(|task| !task.is_finished()).count()
     }
 
     /// How many requests started with `start` (e.g. `GET /watch`).
-    pub fn requests(&self, start: &str) -> usize {
+    pub(crate) fn requests(&self, start: &str) -> usize {
         self.requests.lock().unwrap().iter().filter(|line| line.starts_with(start)).count()
     }
 }
@@ -191,24 +191,24 @@ fn record_requests(head: &mut Vec<u8>, bytes: &[u8], requests: &Mutex<Vec<String
 }
 
 /// Publishes `event` in a transaction of its own; answers its id.
-pub async fn publish(pool: &PgPool, event: &NewEvent) -> String {
+pub(crate) async fn publish(pool: &PgPool, event: &NewEvent) -> String {
     outbox_pg::publish(pool, event).await.expect("publishing")
 }
 
 /// `node.joined` in `tenant` carrying `n`.
-pub fn node_event(tenant: &str, n: usize) -> NewEvent {
+pub(crate) fn node_event(tenant: &str, n: usize) -> NewEvent {
     NewEvent::new("node.joined", tenant, format!("node/n{n}"), serde_json::json!({ "n": n }))
 }
 
 /// Publishes acme events (and, every third time, a globex one the acme streams must not
 /// see) one transaction at a time until stopped; answers the acme ids in order.
-pub struct Publisher {
+pub(crate) struct Publisher {
     stop: Arc<AtomicBool>,
     task: JoinHandle<Vec<String>>,
 }
 
 impl Publisher {
-    pub fn start(pool: PgPool, every: Duration) -> Publisher {
+    pub(crate) fn start(pool: PgPool, every: Duration) -> Publisher {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let task = tokio::spawn(async move {
@@ -231,14 +231,14 @@ impl Publisher {
     }
 
     /// Stops publishing; answers every acme id published, in order.
-    pub async fn stop(self) -> Vec<String> {
+    pub(crate) async fn stop(self) -> Vec<String> {
         self.stop.store(true, Ordering::SeqCst);
         self.task.await.unwrap()
     }
 }
 
 /// Polls `condition` every 10 ms until it holds; panics naming `what` after `within`.
-pub async fn eventually(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+pub(crate) async fn eventually(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     while !condition() {
@@ -248,14 +248,14 @@ pub async fn eventually(within: Duration, what: &str, mut condition: impl FnMut(
 }
 
 /// A client of `url` with `token`.
-pub fn client(url: &str, token: &str) -> Client {
+pub(crate) fn client(url: &str, token: &str) -> Client {
     Client::new(url).unwrap().with_token(token).unwrap()
 }
 
 /// Waits until `reader` sees at least `count` events of its tenant: under the xmin rule a
 /// committed event becomes visible only once every older transaction of the cluster has
 /// ended, and other tests are writing.
-pub async fn until_visible(reader: &Client, count: usize) -> Vec<outbox_core::Event> {
+pub(crate) async fn until_visible(reader: &Client, count: usize) -> Vec<outbox_core::Event> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     loop {

@@ -8,19 +8,19 @@ use serde_json::json;
 use sqlx::PgPool;
 
 /// A valid event of `event_type` in `tenant` with `data`.
-pub fn event(event_type: &str, tenant: &str, data: serde_json::Value) -> NewEvent {
+pub(crate) fn event(event_type: &str, tenant: &str, data: serde_json::Value) -> NewEvent {
     NewEvent::new(event_type, tenant, "node/n1", data)
 }
 
 /// A small valid event numbered `n`.
-pub fn numbered(n: usize) -> NewEvent {
+pub(crate) fn numbered(n: usize) -> NewEvent {
     event("node.joined", "acme", json!({ "n": n }))
 }
 
 /// Reads with `request` from its `after` until `want` events arrived or 20 s passed.
 /// Under the xmin rule, rows become visible only when every older transaction of the whole
 /// server (other tests' too) has finished, so a test waits for visibility with a deadline.
-pub async fn read_until(pool: &PgPool, mut request: ReadRequest, want: usize) -> Vec<Event> {
+pub(crate) async fn read_until(pool: &PgPool, mut request: ReadRequest, want: usize) -> Vec<Event> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut poll = tokio::time::interval(Duration::from_millis(20));
     let mut seen = Vec::new();
@@ -37,6 +37,6 @@ pub async fn read_until(pool: &PgPool, mut request: ReadRequest, want: usize) ->
 }
 
 /// The positions of `events`.
-pub fn positions(events: &[Event]) -> Vec<Position> {
+pub(crate) fn positions(events: &[Event]) -> Vec<Position> {
     events.iter().map(|e| e.sequence).collect()
 }

@@ -6,13 +6,13 @@ use outbox_e2e::client::get;
 
 use crate::support::{API_KEY, SECRET, TestServer, config, database, token};
 
-pub fn hs256(secret: &str, claims: &serde_json::Value) -> String {
+pub(crate) fn hs256(secret: &str, claims: &serde_json::Value) -> String {
     let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).unwrap();
     let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
     jsonwebtoken::encode(&header, claims, &key).unwrap()
 }
 
-pub fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     jsonwebtoken::get_current_timestamp() as i64
 }
 

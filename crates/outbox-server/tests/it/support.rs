@@ -12,18 +12,18 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// The HS256 secret every test server accepts.
-pub const SECRET: &str = "it-secret-0123456789abcdef0123456789";
+pub(crate) const SECRET: &str = "it-secret-0123456789abcdef0123456789";
 
 /// The API key configured on every test server (tenant acme, events:read).
-pub const API_KEY: &str = "obx_it-api-key";
+pub(crate) const API_KEY: &str = "obx_it-api-key";
 
 /// A database migrated with the server's migrations.
-pub async fn database() -> TestDb {
+pub(crate) async fn database() -> TestDb {
     TestDb::with_migrator(&migrator()).await
 }
 
 /// The configuration of a test server: port 0, the secret, one API key.
-pub fn config() -> Config {
+pub(crate) fn config() -> Config {
     let mut config = Config { listen: "127.0.0.1:0".parse().unwrap(), ..Config::default() };
     config.auth.jwt_secret = Some(SECRET.into());
     config.auth.api_keys.push(ApiKeyConfig {
@@ -41,7 +41,7 @@ fn hex_sha256(text: &str) -> String {
 }
 
 /// A running server; stopped (gracefully) when dropped or by [`TestServer::stop`].
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -49,7 +49,7 @@ pub struct TestServer {
 
 impl TestServer {
     /// Starts the real wiring over `db` with `config`.
-    pub async fn start(db: &TestDb, config: Config) -> TestServer {
+    pub(crate) async fn start(db: &TestDb, config: Config) -> TestServer {
         let server = Server::start(&config, db.pool.clone()).await.expect("starting the server");
         let addr = server.local_addr();
         let (shutdown, signal) = oneshot::channel();
@@ -60,7 +60,7 @@ impl TestServer {
     }
 
     /// Signals shutdown and waits until the server has stopped.
-    pub async fn stop(mut self) -> Duration {
+    pub(crate) async fn stop(mut self) -> Duration {
         let started = std::time::Instant::now();
         let _ = self.shutdown.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap();
@@ -77,7 +77,7 @@ impl Drop for TestServer {
 }
 
 /// A token signed with [`SECRET`].
-pub fn token(tenant: &str, scopes: &str, sid: Option<&str>) -> String {
+pub(crate) fn token(tenant: &str, scopes: &str, sid: Option<&str>) -> String {
     let request = TokenRequest {
         tenant: tenant.into(),
         scopes: scopes.into(),

@@ -15,7 +15,7 @@ use crate::support::{ScriptedSink, all_events, db, fast_config, numbered, publis
 const TWO_HOURS: Duration = Duration::from_secs(7200);
 
 /// Sets the durable cursor `name` of the outbox to `at`, as a consumer's save would.
-pub async fn set_cursor(pool: &PgPool, name: &str, at: Position) {
+pub(crate) async fn set_cursor(pool: &PgPool, name: &str, at: Position) {
     outbox_pg::testkit::set_cursor(pool, name, at).await.expect("set cursor");
 }
 

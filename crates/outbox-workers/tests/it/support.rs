@@ -18,15 +18,15 @@ use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot};
 
 /// How long a test waits for a condition before it fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
 /// `n` events `node.joined` of tenant `acme`, numbered in `data.n`.
-pub fn numbered(n: usize) -> Vec<NewEvent> {
+pub(crate) fn numbered(n: usize) -> Vec<NewEvent> {
     (0..n).map(|i| NewEvent::new("node.joined", "acme", format!("node/n{i}"), json!({ "n": i }))).collect()
 }
 
 /// Publishes `events` in one transaction.
-pub async fn publish(pool: &PgPool, events: &[NewEvent]) {
+pub(crate) async fn publish(pool: &PgPool, events: &[NewEvent]) {
     let mut tx = pool.begin().await.expect("begin");
     for chunk in events.chunks(10_000) {
         outbox_pg::publish_many(&mut *tx, chunk).await.expect("publish");
@@ -35,7 +35,7 @@ pub async fn publish(pool: &PgPool, events: &[NewEvent]) {
 }
 
 /// Publishes `events`, then waits until all of them are visible and returns every visible event.
-pub async fn publish_and_read(pool: &PgPool, events: &[NewEvent]) -> Vec<Event> {
+pub(crate) async fn publish_and_read(pool: &PgPool, events: &[NewEvent]) -> Vec<Event> {
     let before = all_events(pool).await.len();
     publish(pool, events).await;
     let want = before + events.len();
@@ -44,7 +44,7 @@ pub async fn publish_and_read(pool: &PgPool, events: &[NewEvent]) -> Vec<Event> 
 }
 
 /// Every visible event, oldest first.
-pub async fn all_events(pool: &PgPool) -> Vec<Event> {
+pub(crate) async fn all_events(pool: &PgPool) -> Vec<Event> {
     let mut request = ReadRequest::all().limit(1_000);
     let mut events = Vec::new();
     loop {
@@ -58,12 +58,12 @@ pub async fn all_events(pool: &PgPool) -> Vec<Event> {
 }
 
 /// The durable cursor of sink `id`.
-pub async fn cursor_of(pool: &PgPool, id: &str) -> Option<Position> {
+pub(crate) async fn cursor_of(pool: &PgPool, id: &str) -> Option<Position> {
     cursor::load(pool, OUTBOX_STREAM, &sink_name(id)).await.expect("load cursor")
 }
 
 /// Polls `condition` until it holds; panics naming `what` after [`DEADLINE`].
-pub async fn wait_for<F, Fut>(what: &str, condition: F)
+pub(crate) async fn wait_for<F, Fut>(what: &str, condition: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -72,7 +72,7 @@ where
 }
 
 /// Dispatcher settings for tests: a unique holder, short leases and polls, fast backoff.
-pub fn fast_config() -> DispatcherConfig {
+pub(crate) fn fast_config() -> DispatcherConfig {
     DispatcherConfig {
         holder: outbox_workers::default_holder(),
         lease_ttl: Duration::from_secs(5),
@@ -87,22 +87,22 @@ pub fn fast_config() -> DispatcherConfig {
 }
 
 /// A fresh database.
-pub async fn db() -> TestDb {
+pub(crate) async fn db() -> TestDb {
     TestDb::new().await
 }
 
 /// A pool of its own on `db`, for a dispatcher the test kills by dropping it: closing this
 /// pool afterwards closes whatever connection the abort cut mid-call.
-pub async fn own_pool(db: &TestDb) -> PgPool {
+pub(crate) async fn own_pool(db: &TestDb) -> PgPool {
     outbox_pg::sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&db.url).await.expect("own pool")
 }
 
 /// What a [`ScriptedSink`] answers for a batch.
-pub type Script = dyn Fn(&[Event]) -> Result<(), SinkError> + Send + Sync;
+pub(crate) type Script = dyn Fn(&[Event]) -> Result<(), SinkError> + Send + Sync;
 
 /// One call a [`ScriptedSink`] received.
 #[derive(Debug, Clone)]
-pub struct Call {
+pub(crate) struct Call {
     pub positions: Vec<Position>,
     pub ok: bool,
     pub at: OffsetDateTime,
@@ -110,7 +110,7 @@ pub struct Call {
 
 /// A sink that answers with a script and records every call.
 #[derive(Clone)]
-pub struct ScriptedSink {
+pub(crate) struct ScriptedSink {
     id: String,
     script: Arc<Script>,
     calls: Arc<Mutex<Vec<Call>>>,
@@ -120,7 +120,10 @@ pub struct ScriptedSink {
 
 impl ScriptedSink {
     /// A sink named `id` answering with `script`.
-    pub fn new(id: &str, script: impl Fn(&[Event]) -> Result<(), SinkError> + Send + Sync + 'static) -> ScriptedSink {
+    pub(crate) fn new(
+        id: &str,
+        script: impl Fn(&[Event]) -> Result<(), SinkError> + Send + Sync + 'static,
+    ) -> ScriptedSink {
         ScriptedSink {
             id: id.into(),
             script: Arc::new(script),
@@ -131,23 +134,23 @@ impl ScriptedSink {
     }
 
     /// A sink that takes everything.
-    pub fn accepting(id: &str) -> ScriptedSink {
+    pub(crate) fn accepting(id: &str) -> ScriptedSink {
         ScriptedSink::new(id, |_| Ok(()))
     }
 
     /// Stamps calls with `clock` instead of the wall clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> ScriptedSink {
+    pub(crate) fn with_clock(mut self, clock: Arc<dyn Clock>) -> ScriptedSink {
         self.clock = Some(clock);
         self
     }
 
     /// Every call so far.
-    pub fn calls(&self) -> Vec<Call> {
+    pub(crate) fn calls(&self) -> Vec<Call> {
         self.calls.lock().clone()
     }
 
     /// Every event of every successful call, in delivery order.
-    pub fn delivered(&self) -> Vec<Event> {
+    pub(crate) fn delivered(&self) -> Vec<Event> {
         self.delivered.lock().clone()
     }
 }
@@ -170,27 +173,27 @@ impl Sink for ScriptedSink {
 }
 
 /// A clock whose sleeps wait until the test lets them end; time moves only then.
-pub struct ManualClock {
+pub(crate) struct ManualClock {
     start: OffsetDateTime,
     elapsed: Mutex<Duration>,
     requests: mpsc::UnboundedSender<(Duration, oneshot::Sender<()>)>,
 }
 
 /// The sleeps a [`ManualClock`] was asked for, in order.
-pub struct Sleeps {
+pub(crate) struct Sleeps {
     clock: Arc<ManualClock>,
     requests: mpsc::UnboundedReceiver<(Duration, oneshot::Sender<()>)>,
 }
 
 /// One sleep in progress.
-pub struct Sleep {
+pub(crate) struct Sleep {
     pub duration: Duration,
     clock: Arc<ManualClock>,
     wake: oneshot::Sender<()>,
 }
 
 impl ManualClock {
-    pub fn new() -> (Arc<ManualClock>, Sleeps) {
+    pub(crate) fn new() -> (Arc<ManualClock>, Sleeps) {
         let (sender, requests) = mpsc::unbounded_channel();
         let clock = Arc::new(ManualClock {
             start: OffsetDateTime::now_utc(),
@@ -219,7 +222,7 @@ impl Clock for ManualClock {
 
 impl Sleeps {
     /// The next sleep the dispatcher asks for; panics after [`DEADLINE`].
-    pub async fn next(&mut self) -> Sleep {
+    pub(crate) async fn next(&mut self) -> Sleep {
         let (duration, wake) = tokio::time::timeout(DEADLINE, self.requests.recv())
             .await
             .expect("timed out waiting for the dispatcher to sleep")
@@ -230,22 +233,22 @@ impl Sleeps {
 
 impl Sleep {
     /// Moves the clock forward by the sleep's duration and ends it.
-    pub fn wake(self) {
+    pub(crate) fn wake(self) {
         *self.clock.elapsed.lock() += self.duration;
         let _ = self.wake.send(());
     }
 }
 
-pub use outbox_e2e::services::{nats_url, redis_url};
+pub(crate) use outbox_e2e::services::{nats_url, redis_url};
 
 /// A short random suffix for names shared on a broker (streams, keys, subjects).
-pub fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     format!("{prefix}{}", ulid::Ulid::generate().to_string().to_lowercase())
 }
 
 /// One row of the history [`record_history`] keeps: a cursor write or a lease acquisition.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Written {
+pub(crate) enum Written {
     /// A cursor moved to `position`, written by a connection whose `application_name` is
     /// `writer`, while the lease row named `holder` at `epoch`.
     Cursor { position: Position, writer: String, holder: String, epoch: i64 },
@@ -258,7 +261,7 @@ pub enum Written {
 /// for the sink `id`. Writes to one cursor row and acquisitions of the lease are serialized
 /// by row locks (the fence holds the lease row `FOR SHARE`), so the order of `id` is the
 /// order in which they committed.
-pub async fn record_history(pool: &PgPool, id: &str) {
+pub(crate) async fn record_history(pool: &PgPool, id: &str) {
     let sql = format!(
         "CREATE TABLE test_history (id bigserial PRIMARY KEY, kind text, txid xid8, seq bigint, writer text, holder text, epoch bigint);
          CREATE FUNCTION test_record_cursor() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -285,7 +288,7 @@ pub async fn record_history(pool: &PgPool, id: &str) {
 }
 
 /// The history [`record_history`] kept, in order.
-pub async fn history(pool: &PgPool) -> Vec<Written> {
+pub(crate) async fn history(pool: &PgPool) -> Vec<Written> {
     type Row = (String, Option<String>, Option<i64>, Option<String>, String, i64);
     let rows: Vec<Row> =
         outbox_pg::sqlx::query_as("SELECT kind, txid::text, seq, writer, holder, epoch FROM test_history ORDER BY id")
@@ -305,7 +308,7 @@ pub async fn history(pool: &PgPool) -> Vec<Written> {
 }
 
 /// The positions of the cursor writes in `history`.
-pub fn cursor_writes(history: &[Written]) -> Vec<Position> {
+pub(crate) fn cursor_writes(history: &[Written]) -> Vec<Position> {
     history
         .iter()
         .filter_map(|w| match w {
@@ -317,7 +320,7 @@ pub fn cursor_writes(history: &[Written]) -> Vec<Position> {
 
 /// Wraps a sink; on call number `on_call` (0-based) it delivers only the first half of the
 /// batch, says so, and never returns: the moment to kill the dispatcher "mid-batch".
-pub struct Interrupting {
+pub(crate) struct Interrupting {
     inner: Box<dyn Sink>,
     on_call: usize,
     calls: std::sync::atomic::AtomicUsize,
@@ -326,7 +329,7 @@ pub struct Interrupting {
 }
 
 impl Interrupting {
-    pub fn new(inner: Box<dyn Sink>, on_call: usize) -> Interrupting {
+    pub(crate) fn new(inner: Box<dyn Sink>, on_call: usize) -> Interrupting {
         Interrupting { inner, on_call, calls: Default::default(), interrupted: Arc::default() }
     }
 }
@@ -350,7 +353,7 @@ impl Sink for Interrupting {
 
 /// Runs `config`'s sink under a dispatcher on a pool of its own, batches of 50, and kills the
 /// dispatcher (and its pool) in the middle of the third batch: a crash after two delivered batches.
-pub async fn kill_during_third_batch(db: &TestDb, config: &outbox_workers::config::SinkConfig) {
+pub(crate) async fn kill_during_third_batch(db: &TestDb, config: &outbox_workers::config::SinkConfig) {
     let first = Interrupting::new(outbox_workers::config::build_sink(config).unwrap(), 2);
     let interrupted = first.interrupted.clone();
     let doomed = own_pool(db).await;

@@ -18,7 +18,7 @@ use outbox_http::{AuthError, Authorizer, BoxFuture, Grant, scope};
 
 /// Grants from tokens, and a switchboard for `reauthorize`.
 #[derive(Default)]
-pub struct TestAuthorizer {
+pub(crate) struct TestAuthorizer {
     revoked_sessions: Mutex<HashSet<String>>,
     outage: AtomicBool,
     reauthorized: AtomicUsize,
@@ -26,23 +26,23 @@ pub struct TestAuthorizer {
 
 impl TestAuthorizer {
     /// From now on, `reauthorize` answers `false` for grants of `session`.
-    pub fn revoke_session(&self, session: &str) {
+    pub(crate) fn revoke_session(&self, session: &str) {
         self.revoked_sessions.lock().unwrap().insert(session.to_owned());
     }
 
     /// While on, `reauthorize` fails as if the authority were unreachable.
-    pub fn set_outage(&self, on: bool) {
+    pub(crate) fn set_outage(&self, on: bool) {
         self.outage.store(on, Ordering::SeqCst);
     }
 
     /// How many times `reauthorize` was called.
-    pub fn reauthorized(&self) -> usize {
+    pub(crate) fn reauthorized(&self) -> usize {
         self.reauthorized.load(Ordering::SeqCst)
     }
 }
 
 /// The grant a token stands for, if it is well formed.
-pub fn grant_for(token: &str) -> Option<Grant> {
+pub(crate) fn grant_for(token: &str) -> Option<Grant> {
     let mut parts = token.split(':');
     let tenant = parts.next().filter(|t| !t.is_empty())?;
     let scopes = parts.next()?.split('+').map(scope_name).collect::<Option<Vec<_>>>()?;

@@ -2,8 +2,8 @@
 //! `OutboxService` over a fresh database, a real HTTP client, an SSE reader,
 //! and helpers to publish and to wait for conditions with deadlines.
 
-pub mod auth;
-pub mod sse;
+pub(crate) mod auth;
+pub(crate) mod sse;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -27,14 +27,14 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use auth::TestAuthorizer;
-pub use sse::SseItem;
+pub(crate) use auth::TestAuthorizer;
+pub(crate) use sse::SseItem;
 
 /// How long a test waits for something that should happen at once.
-pub const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A server on 127.0.0.1:0 serving `OutboxService` over its own fresh database.
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub db: TestDb,
     pub service: OutboxService,
     pub auth: Arc<TestAuthorizer>,
@@ -45,17 +45,17 @@ pub struct TestServer {
 
 impl TestServer {
     /// A server with the default stream options.
-    pub async fn start() -> TestServer {
+    pub(crate) async fn start() -> TestServer {
         TestServer::with(|service| service).await
     }
 
     /// A server with these stream options.
-    pub async fn with_options(options: WatchOptions) -> TestServer {
+    pub(crate) async fn with_options(options: WatchOptions) -> TestServer {
         TestServer::with(|service| service.with_options(options)).await
     }
 
     /// A server whose service `configure` adjusted.
-    pub async fn with(configure: impl FnOnce(OutboxService) -> OutboxService) -> TestServer {
+    pub(crate) async fn with(configure: impl FnOnce(OutboxService) -> OutboxService) -> TestServer {
         let db = TestDb::new().await;
         let auth = Arc::new(TestAuthorizer::default());
         let service = configure(OutboxService::new(db.pool.clone(), auth.clone()));
@@ -67,24 +67,24 @@ impl TestServer {
     }
 
     /// The pool of the server's database.
-    pub fn pool(&self) -> &PgPool {
+    pub(crate) fn pool(&self) -> &PgPool {
         &self.db.pool
     }
 
     /// `GET path` with `Authorization: Bearer <token>` when a token is given.
-    pub async fn get(&self, path: &str, token: Option<&str>) -> Reply {
+    pub(crate) async fn get(&self, path: &str, token: Option<&str>) -> Reply {
         self.send(Method::GET, path, &bearer(token), Bytes::new()).await
     }
 
     /// `POST path` with a JSON body.
-    pub async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> Reply {
+    pub(crate) async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> Reply {
         let mut headers = bearer(token);
         headers.push(("content-type", "application/json".into()));
         self.send(Method::POST, path, &headers, Bytes::from(body.to_string())).await
     }
 
     /// Any request; the whole answer.
-    pub async fn send(&self, method: Method, path: &str, headers: &[(&str, String)], body: Bytes) -> Reply {
+    pub(crate) async fn send(&self, method: Method, path: &str, headers: &[(&str, String)], body: Bytes) -> Reply {
         let response = self.request(method, path, headers, body).await;
         let (parts, body) = response.into_parts();
         let body = within("the response body", body.collect()).await.expect("reading the response body").to_bytes();
@@ -110,7 +110,7 @@ impl TestServer {
     }
 
     /// Opens `GET /watch<query>` with `headers` (e.g. `Last-Event-ID`) and a bearer token.
-    pub async fn watch(&self, query: &str, token: &str, headers: &[(&str, String)]) -> SseStream {
+    pub(crate) async fn watch(&self, query: &str, token: &str, headers: &[(&str, String)]) -> SseStream {
         let mut all = bearer(Some(token));
         all.extend(headers.iter().cloned());
         all.push(("accept", "text/event-stream".into()));
@@ -123,18 +123,18 @@ impl TestServer {
     /// Publishes `events` in one transaction of the test's own, then waits until they are
     /// visible to the xmin read (every older transaction on the server, other tests' too,
     /// must have finished first).
-    pub async fn publish(&self, events: &[NewEvent]) {
+    pub(crate) async fn publish(&self, events: &[NewEvent]) {
         publish(self.pool(), events).await;
         self.settle().await;
     }
 
     /// Waits until the newest row of the outbox is visible to the xmin read.
-    pub async fn settle(&self) {
+    pub(crate) async fn settle(&self) {
         outbox_pg::testkit::settle(self.pool(), PATIENCE).await;
     }
 
     /// Waits until `condition` holds, polling every few milliseconds; panics after `PATIENCE`.
-    pub async fn wait_until(&self, what: &str, mut condition: impl FnMut() -> bool) {
+    pub(crate) async fn wait_until(&self, what: &str, mut condition: impl FnMut() -> bool) {
         let deadline = Instant::now() + PATIENCE;
         while !condition() {
             assert!(Instant::now() < deadline, "gave up waiting until {what}");
@@ -169,7 +169,7 @@ fn bearer(token: Option<&str>) -> Vec<(&'static str, String)> {
 
 /// A whole answer.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
@@ -177,20 +177,20 @@ pub struct Reply {
 
 impl Reply {
     /// The body as JSON; panics naming the body when it is not.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("{e}: not JSON: {}", String::from_utf8_lossy(&self.body)))
     }
 
     /// The `code` of a JSON refusal.
-    pub fn error_code(&self) -> String {
+    pub(crate) fn error_code(&self) -> String {
         let json = self.json();
         json["error"]["code"].as_str().unwrap_or_else(|| panic!("not a refusal: {json}")).to_owned()
     }
 
     /// Asserts a JSON refusal with `status` and `code`.
     #[track_caller]
-    pub fn assert_refused(&self, status: u16, code: &str) {
+    pub(crate) fn assert_refused(&self, status: u16, code: &str) {
         assert_eq!(
             (self.status.as_u16(), self.error_code().as_str()),
             (status, code),
@@ -201,13 +201,13 @@ impl Reply {
     }
 
     /// The `items` of a history page as events.
-    pub fn events(&self) -> Vec<Event> {
+    pub(crate) fn events(&self) -> Vec<Event> {
         serde_json::from_value(self.json()["items"].clone()).expect("items are events")
     }
 }
 
 /// An open `/watch` response, read item by item.
-pub struct SseStream {
+pub(crate) struct SseStream {
     pub headers: HeaderMap,
     body: Incoming,
     parser: sse::SseParser,
@@ -216,13 +216,16 @@ pub struct SseStream {
 
 impl SseStream {
     /// The next item, or `None` when the server ended the stream; panics after `PATIENCE`.
-    pub async fn next(&mut self) -> Option<SseItem> {
+    pub(crate) async fn next(&mut self) -> Option<SseItem> {
         within("the stream to say something", self.next_item()).await
     }
 
     /// The next item if one comes within `limit` (`Err` otherwise), `None` at the end.
     /// Cancel safe: an item half read stays for the next call.
-    pub async fn next_within(&mut self, limit: Duration) -> Result<Option<SseItem>, tokio::time::error::Elapsed> {
+    pub(crate) async fn next_within(
+        &mut self,
+        limit: Duration,
+    ) -> Result<Option<SseItem>, tokio::time::error::Elapsed> {
         tokio::time::timeout(limit, self.next_item()).await
     }
 
@@ -240,7 +243,7 @@ impl SseStream {
 
     /// The next event, skipping comments; `None` at the end of the stream. Panics when no
     /// event comes within `PATIENCE`, even while keep-alives do.
-    pub async fn next_event(&mut self) -> Option<(Option<String>, String, Value)> {
+    pub(crate) async fn next_event(&mut self) -> Option<(Option<String>, String, Value)> {
         within("the next event", self.next_raw_event()).await
     }
 
@@ -257,7 +260,7 @@ impl SseStream {
     }
 
     /// The next `count` events as `Event`s; panics on an error event or the end.
-    pub async fn events(&mut self, count: usize) -> Vec<Event> {
+    pub(crate) async fn events(&mut self, count: usize) -> Vec<Event> {
         let mut events = Vec::with_capacity(count);
         while events.len() < count {
             let (id, kind, data) = self.next_event().await.expect("the stream ended early");
@@ -272,7 +275,7 @@ impl SseStream {
 
     /// Reads to the end of the stream, which must come within `PATIENCE`; returns the events
     /// and the data of the last `event: error`.
-    pub async fn rest(&mut self) -> (Vec<Value>, Option<Value>) {
+    pub(crate) async fn rest(&mut self) -> (Vec<Value>, Option<Value>) {
         within("the end of the stream", async {
             let mut events = Vec::new();
             let mut error = None;
@@ -291,28 +294,28 @@ impl SseStream {
 }
 
 /// Awaits `future` for at most `PATIENCE`; panics naming `what` it waited for.
-pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+pub(crate) async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(PATIENCE, future).await.unwrap_or_else(|_| panic!("gave up waiting for {what}"))
 }
 
 /// Publishes `events` in one transaction.
-pub async fn publish(pool: &PgPool, events: &[NewEvent]) {
+pub(crate) async fn publish(pool: &PgPool, events: &[NewEvent]) {
     let mut tx = pool.begin().await.expect("begin");
     outbox_pg::publish_many(&mut *tx, events).await.expect("publish");
     tx.commit().await.expect("commit");
 }
 
 /// An event of `event_type` in `tenant` numbered `n`.
-pub fn event(event_type: &str, tenant: &str, n: usize) -> NewEvent {
+pub(crate) fn event(event_type: &str, tenant: &str, n: usize) -> NewEvent {
     NewEvent::new(event_type, tenant, format!("node/n{}", n % 7), json!({ "n": n }))
 }
 
 /// `count` events of `event_type` in `tenant`, numbered from `from`.
-pub fn events(event_type: &str, tenant: &str, from: usize, count: usize) -> Vec<NewEvent> {
+pub(crate) fn events(event_type: &str, tenant: &str, from: usize, count: usize) -> Vec<NewEvent> {
     (from..from + count).map(|n| event(event_type, tenant, n)).collect()
 }
 
 /// The `n` of each event's data, in order.
-pub fn numbers(events: &[Event]) -> Vec<u64> {
+pub(crate) fn numbers(events: &[Event]) -> Vec<u64> {
     events.iter().map(|e| e.data.value()["n"].as_u64().expect("numbered")).collect()
 }

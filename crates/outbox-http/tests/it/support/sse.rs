@@ -9,7 +9,7 @@
 
 /// Something the stream said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SseItem {
+pub(crate) enum SseItem {
     /// A dispatched event.
     Event { id: Option<String>, event: String, data: String },
     /// A comment line, without its colon and one leading space.
@@ -20,7 +20,7 @@ pub enum SseItem {
 
 /// The parser's state between chunks.
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     line: Vec<u8>,
     after_cr: bool,
     data: String,
@@ -30,7 +30,7 @@ pub struct SseParser {
 
 impl SseParser {
     /// Feeds a chunk of the stream; returns what completed in it.
-    pub fn feed(&mut self, chunk: &[u8]) -> Vec<SseItem> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<SseItem> {
         let mut items = Vec::new();
         for &byte in chunk {
             let after_cr = std::mem::replace(&mut self.after_cr, false);

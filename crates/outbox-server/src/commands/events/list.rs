@@ -8,7 +8,7 @@ use super::output::{Lines, json_line, terminal_safe};
 use crate::cli::{EventsListArgs, Format};
 
 /// Prints the page(s); without `--all`, names the next cursor on standard error.
-pub async fn run(args: EventsListArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: EventsListArgs) -> anyhow::Result<()> {
     let client = super::client(&args.server)?;
     let mut query = ListQuery {
         tenant_id: args.tenant,

@@ -16,7 +16,7 @@ use super::output::Lines;
 use crate::cli::EventsPublishArgs;
 
 /// Publishes and prints the new ids, one per line.
-pub async fn run(args: EventsPublishArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: EventsPublishArgs) -> anyhow::Result<()> {
     let client = super::client(&args.server)?;
     let events = match &args.file {
         Some(path) => read_events(path)?,

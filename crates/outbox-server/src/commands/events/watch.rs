@@ -10,7 +10,7 @@ use crate::cli::EventsWatchArgs;
 
 /// Prints events until `--count` is reached, the stream is refused, or the process is
 /// stopped. Disconnects are retried by the client and do not show, beyond a log line.
-pub async fn run(args: EventsWatchArgs) -> anyhow::Result<()> {
+pub(super) async fn run(args: EventsWatchArgs) -> anyhow::Result<()> {
     let client = super::client(&args.server)?;
     let query = WatchQuery {
         types: args.types,
