@@ -97,7 +97,7 @@ struct Figures {
     kib_per_stream: f64,
 }
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(_transports: crate::services::Transports) -> anyhow::Result<()> {
     let server = postgres()?;
     let url = server.url();
     crate::runtime()?.block_on(async {
