@@ -25,7 +25,7 @@ use sqlx::PgPool;
 use crate::services::{ScratchDatabase, Transport, Transports, postgres};
 
 #[derive(Subcommand)]
-pub enum Which {
+pub(crate) enum Which {
     /// Publishing throughput against COPY and a bare INSERT.
     Publish {
         /// Events per contender per round.
@@ -65,7 +65,7 @@ pub enum Which {
     },
 }
 
-pub fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
+pub(crate) fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
     if cfg!(debug_assertions) {
         return rerun_in_release();
     }

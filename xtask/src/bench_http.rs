@@ -30,7 +30,7 @@ use crate::services::{ScratchDatabase, Transport, Transports, postgres};
 pub(crate) const TENANT: &str = "bench";
 const PAGE: usize = 1_000;
 
-pub fn run(transports: Transports) -> anyhow::Result<()> {
+pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let (events, rounds) = (50_000, 3);
     let server = postgres()?;
     let transports = transports.available(&server)?;

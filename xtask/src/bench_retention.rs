@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 
 use crate::services::{cargo, postgres};
 
-pub fn run(rows: u64, transports: crate::services::Transports) -> anyhow::Result<()> {
+pub(crate) fn run(rows: u64, transports: crate::services::Transports) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let url = postgres.url_over(transports.primary)?;
     println!("bench retention: PostgreSQL over {}", transports.primary.label());

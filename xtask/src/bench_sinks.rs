@@ -24,7 +24,7 @@ use anyhow::{Context, bail};
 
 use crate::services::{Transports, cargo, nats, postgres, redis};
 
-pub fn run(transports: Transports) -> anyhow::Result<()> {
+pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;

@@ -38,7 +38,7 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     step("cargo fmt --check", &["fmt", "--all", "--", "--check"])?;
     step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     check_layers()?;
@@ -65,7 +65,7 @@ const SQLX_WRAPPERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e"];
 /// crate other than the wrappers depends on `sqlx` directly, or when code outside `outbox-pg`
 /// and the tools runs a statement ([`statements`]). The crates checked are the workspace's
 /// members as `cargo metadata` lists them.
-pub fn check_layers() -> anyhow::Result<()> {
+pub(crate) fn check_layers() -> anyhow::Result<()> {
     let workspace = Workspace::load()?;
     let mut broken = Vec::new();
     for member in workspace.members.iter().filter(|m| !SQLX_WRAPPERS.contains(&m.package.name.as_str())) {

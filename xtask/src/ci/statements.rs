@@ -29,11 +29,11 @@ use std::path::{Path, PathBuf};
 /// migrate, explain, measure and test the database (`xtask`, the end-to-end tests); and the
 /// example host, an application whose own tables' SQL stands beside `publish` in its
 /// transactions, as every host's does.
-pub const STATEMENT_OWNERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e", "outbox-example-reservations"];
+pub(super) const STATEMENT_OWNERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e", "outbox-example-reservations"];
 
 /// Sources that still run statements of their own, each with the change that ends it. An
 /// entry that no longer excuses anything fails the check as well, so the list only shrinks.
-pub const STATEMENTS_ALLOWED: &[(&str, &str)] = &[];
+pub(super) const STATEMENTS_ALLOWED: &[(&str, &str)] = &[];
 
 /// The sqlx functions and macros that build a statement.
 const STATEMENT_BUILDERS: &[&str] = &[
@@ -57,7 +57,7 @@ const EXECUTOR_CALLS: &[&str] =
     &["execute", "execute_many", "fetch", "fetch_many", "fetch_one", "fetch_all", "fetch_optional"];
 
 /// A workspace package as the scan sees it.
-pub struct Package {
+pub(super) struct Package {
     pub name: String,
     /// The directory of its `Cargo.toml`.
     pub dir: PathBuf,
@@ -65,7 +65,7 @@ pub struct Package {
 
 /// Every statement run outside [`STATEMENT_OWNERS`] and not excused by [`STATEMENTS_ALLOWED`],
 /// and every excuse that found nothing, as `path:line: what` (paths relative to `root`).
-pub fn outside_pg(root: &Path, packages: &[Package]) -> anyhow::Result<Vec<String>> {
+pub(super) fn outside_pg(root: &Path, packages: &[Package]) -> anyhow::Result<Vec<String>> {
     let mut broken = Vec::new();
     let mut excused = Vec::new();
     for package in packages.iter().filter(|p| !STATEMENT_OWNERS.contains(&p.name.as_str())) {
@@ -109,7 +109,7 @@ fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Each statement `source` runs, as (line, what): see the module documentation.
-pub fn statements(source: &str) -> Vec<(usize, String)> {
+pub(super) fn statements(source: &str) -> Vec<(usize, String)> {
     let code = code_only(source);
     let imports = sqlx_imports(&code);
     let mut found = Vec::new();
@@ -169,7 +169,7 @@ fn words(code: &str) -> impl Iterator<Item = (usize, &str)> {
 
 /// `source` with its comments and the contents of its string and character literals replaced
 /// by spaces (newlines kept, so lines still count), leaving only code to match.
-pub fn code_only(source: &str) -> String {
+pub(super) fn code_only(source: &str) -> String {
     let chars: Vec<char> = source.chars().collect();
     let mut out = String::with_capacity(source.len());
     let mut i = 0;
