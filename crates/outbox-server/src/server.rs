@@ -1,6 +1,7 @@
 //! Running a server process: [`Server::start`] wires the configuration into an [`App`] on a
 //! bound listener and starts the sinks' loops when the process has the `sinks` role;
-//! [`Server::run`] serves until a shutdown signal.
+//! [`Server::run`] serves until a shutdown signal. Each accepted connection is served in
+//! HTTP/1 or HTTP/2 by the `connection` module, which tells them apart without reading a byte.
 //!
 //! # Shutdown
 //!
@@ -17,8 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use outbox_http::OutboxService;
 use outbox_pg::sqlx::PgPool;
@@ -34,6 +33,8 @@ use crate::ops::Ops;
 use crate::revocation::{Poller, Revocations, migrator};
 use crate::sinks::Sinks;
 use crate::state::AppState;
+
+mod connection;
 
 /// How long open connections get to finish after the signal.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -115,21 +116,16 @@ impl Server {
 /// ends the open streams and waits (at most [`GRACE`]) for the connections to finish.
 pub async fn serve(listener: TcpListener, app: App, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
-    builder.http2().timer(TokioTimer::new());
+    let builders = Arc::new(connection::Builders::new());
+    let (stopping, stopping_seen) = tokio::sync::watch::channel(());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
-                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), app.clone());
-                    let connection = graceful.watch(connection.into_owned());
-                    tokio::spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::debug!(%error, "connection ended with an error");
-                        }
-                    });
+                    let watcher = graceful.watcher();
+                    let stopping = stopping_seen.clone();
+                    tokio::spawn(connection::serve(stream, app.clone(), builders.clone(), watcher, stopping));
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: wait instead of spinning.
@@ -141,6 +137,7 @@ pub async fn serve(listener: TcpListener, app: App, shutdown: impl Future<Output
         }
     }
     drop(listener);
+    stopping.send_replace(());
     app.state().service.shutdown();
     if tokio::time::timeout(GRACE, graceful.shutdown()).await.is_err() {
         tracing::warn!("connections still open {GRACE:?} after the shutdown signal were abandoned");

@@ -76,3 +76,26 @@ async fn a_process_without_the_http_role_serves_only_health() {
     assert_eq!(get(server.addr, "/events", Some(&admin)).await.status, 404);
     assert_eq!(post(server.addr, "/admin/streams/close", Some(&admin), &serde_json::json!({})).await.status, 404);
 }
+
+/// HTTP/2 with prior knowledge is served beside HTTP/1 on the same port.
+#[tokio::test]
+async fn http2_with_prior_knowledge_is_served() {
+    use http_body_util::{BodyExt, Empty};
+    let db = database().await;
+    let server = TestServer::start(&db, config()).await;
+    let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("an HTTP/2 handshake");
+    tokio::spawn(connection);
+    let request = http::Request::get(format!("http://{}/healthz", server.addr))
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.expect("an HTTP/2 response");
+    assert_eq!((response.status().as_u16(), response.version()), (200, http::Version::HTTP_2));
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap(), serde_json::json!({"status": "ok"}));
+}
