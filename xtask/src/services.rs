@@ -248,16 +248,6 @@ impl ScratchDatabase {
         Ok(outbox_pg::pool::options().max_connections(max).connect_with(options.database(&self.name)).await?)
     }
 
-    /// The database's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// This database's URL on the server `server_url` names (its query kept).
-    pub(crate) fn url_on(&self, server_url: &str) -> String {
-        outbox_pg::testkit::database_url(server_url, &self.name)
-    }
-
     pub(crate) async fn create(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {
         use sqlx::Connection;
         let name = format!("{prefix}_{}", std::process::id());
