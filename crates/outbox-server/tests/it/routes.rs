@@ -91,9 +91,8 @@ async fn http2_with_prior_knowledge_is_served() {
     .await
     .expect("an HTTP/2 handshake");
     tokio::spawn(connection);
-    let request = http::Request::get(format!("http://{}/healthz", server.addr))
-        .body(Empty::<bytes::Bytes>::new())
-        .unwrap();
+    let request =
+        http::Request::get(format!("http://{}/healthz", server.addr)).body(Empty::<bytes::Bytes>::new()).unwrap();
     let response = sender.send_request(request).await.expect("an HTTP/2 response");
     assert_eq!((response.status().as_u16(), response.version()), (200, http::Version::HTTP_2));
     let body = response.into_body().collect().await.unwrap().to_bytes();
