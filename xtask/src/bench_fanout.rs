@@ -51,7 +51,7 @@ const GIVE_UP: Duration = Duration::from_secs(10);
 const WINDOW: Duration = Duration::from_secs(6);
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// `/watch` fed by the shared tail.
     Tail,
     /// `/watch` with each stream polling on its own.
@@ -79,7 +79,7 @@ impl Mode {
     }
 
     /// The mode named by `bench fanout-server --mode`.
-    pub fn parse(arg: &str) -> anyhow::Result<Mode> {
+    pub(crate) fn parse(arg: &str) -> anyhow::Result<Mode> {
         [Mode::Tail, Mode::Polling, Mode::Bare]
             .into_iter()
             .find(|mode| mode.arg() == arg)
@@ -97,7 +97,7 @@ struct Figures {
     kib_per_stream: f64,
 }
 
-pub fn run(_transports: crate::services::Transports) -> anyhow::Result<()> {
+pub(crate) fn run(_transports: crate::services::Transports) -> anyhow::Result<()> {
     let server = postgres()?;
     let url = server.url();
     crate::runtime()?.block_on(async {
@@ -377,7 +377,7 @@ impl Drop for ServerProcess {
 }
 
 /// `bench fanout-server`: serves `/watch` and `/events` over `database` until killed.
-pub fn serve(server_url: &str, database: &str, mode: Mode) -> anyhow::Result<()> {
+pub(crate) fn serve(server_url: &str, database: &str, mode: Mode) -> anyhow::Result<()> {
     let shared_tail = mode == Mode::Tail;
     let options: sqlx::postgres::PgConnectOptions = server_url.parse()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
