@@ -1,11 +1,18 @@
 //! `cargo xtask bench fanout`: what a live stream costs with the shared tail and with
-//! per-stream polling (`WatchOptions::shared_tail = false`), side by side in one run.
+//! per-stream polling (`WatchOptions::shared_tail = false`), and what it costs in the
+//! `outbox` binary itself, side by side in one run.
 //!
-//! The server runs in a process of its own (this binary again, `bench fanout-server`: an
-//! `OutboxService` on hyper's HTTP/1 connection, a pool of 10 with the server's pool options,
-//! the `outbox` binary's allocator), so that its resident memory is its own. For each mode,
-//! streams of one tenant are opened from this process over loopback, 1, then 1,000, then
-//! 10,000 (each step adds to the last), and at each step:
+//! Every server runs in a process of its own, so that its resident memory is its own:
+//! - **the stand-in**, this binary again (`bench fanout-server`): an `OutboxService` on
+//!   hyper's HTTP/1 connection, a pool of 10 with the server's pool options, the `outbox`
+//!   binary's allocator and its options ([`SERVER_MALLOC_CONF`]), PostgreSQL over the
+//!   primary transport; in the modes `tail`, `polling` and `bare` (below);
+//! - **`outbox serve`**, the release binary users run (hyper-util's auto builder, HTTP/1 and
+//!   HTTP/2, every role, authentication by API key), started by [`crate::outbox_process`]
+//!   with its `DATABASE_URL` over TCP and, beside it, over the Unix socket.
+//!
+//! For each server, streams of one tenant are opened from this process over loopback, 1,
+//! then 1,000, then 10,000 (each step adds to the last), and at each step:
 //! - **statements/s** while every stream is idle: `xact_commit + xact_rollback` of the bench
 //!   database in `pg_stat_database` over a window (every statement the server runs is one
 //!   autocommitted transaction; `pg_stat_statements` is not assumed to be loaded);
@@ -14,11 +21,12 @@
 //! - **resident memory per stream**: the server's `VmRSS` growth since it had no stream,
 //!   divided by the streams open.
 //!
-//! A third server, `bare`, answers `/watch` with hyper alone (an endless body that says
+//! A stand-in mode, `bare`, answers `/watch` with hyper alone (an endless body that says
 //! `retry:` and then nothing): its memory per stream is the floor under ours.
 //!
-//! Targets (issue 4): 10,000 idle streams cost at most 1.5 × the statements of one; p99 at
-//! 10,000 streams at most 3 × `poll_ms`; at most 16 KiB per stream.
+//! Targets (issues 4 and 20), applied to the shared tail of the stand-in and of `outbox
+//! serve`: 10,000 idle streams cost at most 1.5 × the statements of one; p99 at 10,000
+//! streams at most 3 × `poll_ms`; at most 16 KiB per stream.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,7 +43,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::bench_http::{Everyone, TENANT};
-use crate::services::{ScratchDatabase, postgres};
+use crate::outbox_process::{OutboxProcess, ServeOptions, database_url};
+use crate::services::{Postgres, ScratchDatabase, Transport, Transports, postgres};
 
 const POLL_MS: u64 = 100;
 const STEPS: [usize; 3] = [1, 1_000, 10_000];
@@ -49,6 +58,11 @@ const SPACING: Duration = Duration::from_millis(400);
 const GIVE_UP: Duration = Duration::from_secs(10);
 /// The window over which idle statements are counted.
 const WINDOW: Duration = Duration::from_secs(6);
+
+/// The jemalloc options `outbox serve` runs with (`SERVER_MALLOC_CONF` in
+/// `crates/outbox-server/src/main.rs`), given to the stand-in too, so that its allocator
+/// behaves as the binary's; `_RJEM_MALLOC_CONF` in the environment replaces them for both.
+const SERVER_MALLOC_CONF: &str = "background_thread:true,dirty_decay_ms:1000,lg_extent_max_active_fit:0";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -87,6 +101,24 @@ impl Mode {
     }
 }
 
+/// What serves the streams.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    /// The stand-in (`bench fanout-server`) in one of its modes.
+    StandIn(Mode),
+    /// `outbox serve`, its `DATABASE_URL` over this transport.
+    Serve(Transport),
+}
+
+impl Contender {
+    fn label(self) -> String {
+        match self {
+            Contender::StandIn(mode) => mode.label().into(),
+            Contender::Serve(transport) => format!("outbox serve ({})", transport.label()),
+        }
+    }
+}
+
 /// One step's figures.
 #[derive(Default, Clone, Copy)]
 struct Figures {
@@ -97,27 +129,86 @@ struct Figures {
     kib_per_stream: f64,
 }
 
-pub(crate) fn run(_transports: crate::services::Transports) -> anyhow::Result<()> {
-    let server = postgres()?;
-    let url = server.url();
+/// Where the servers reach PostgreSQL, and the `outbox` binary.
+struct Setup<'a> {
+    postgres: &'a Postgres,
+    /// The server's URL over the primary transport: the stand-ins', the admin's, the publisher's.
+    primary_url: String,
+    binary: std::path::PathBuf,
+    db: ScratchDatabase,
+    /// The bench database's name.
+    name: String,
+}
+
+pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
+    let postgres = postgres()?;
+    let measured = transports.available(&postgres)?;
+    let primary_url = postgres.url_over(transports.primary)?;
+    let binary = crate::outbox_process::build()?;
     crate::runtime()?.block_on(async {
-        let db = ScratchDatabase::create(&url, "outbox_bench_fanout").await?;
-        let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&db.pool).await?;
+        let db = ScratchDatabase::create(&primary_url, "outbox_bench_fanout").await?;
+        let name = crate::outbox_process::database_name(&db.pool).await?;
+        let setup = Setup { postgres: &postgres, primary_url, binary, db, name };
+        let mut contenders: Vec<Contender> =
+            [Mode::Tail, Mode::Polling, Mode::Bare].into_iter().map(Contender::StandIn).collect();
+        contenders.extend(measured.into_iter().map(Contender::Serve));
         let mut results = Vec::new();
-        for mode in [Mode::Tail, Mode::Polling, Mode::Bare] {
-            results.push(bench_mode(mode, &url, &name, &db.pool).await?);
+        for contender in contenders {
+            results.push((contender, bench_contender(contender, &setup).await?));
         }
-        db.drop_now().await?;
-        report(&name, &results);
+        setup.db.drop_now().await?;
+        report(&setup.name, transports.primary, &results);
         Ok(())
     })
 }
 
-async fn bench_mode(mode: Mode, server_url: &str, name: &str, pool: &PgPool) -> anyhow::Result<Vec<Figures>> {
-    let mut server = ServerProcess::start(server_url, name, mode)?;
-    let port = server.port;
-    eprintln!("xtask: bench fanout: {} server pid {} on port {port}", mode.label(), server.pid());
-    let admin = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(server_url).await?;
+/// A server process of either kind.
+enum Server {
+    StandIn(ServerProcess),
+    Serve(OutboxProcess),
+}
+
+impl Server {
+    fn start(contender: Contender, setup: &Setup<'_>) -> anyhow::Result<Server> {
+        Ok(match contender {
+            Contender::StandIn(mode) => Server::StandIn(ServerProcess::start(&setup.primary_url, &setup.name, mode)?),
+            Contender::Serve(transport) => {
+                let database_url = database_url(&setup.postgres.url_over(transport)?, &setup.name);
+                let options = ServeOptions { database_url: &database_url, roles: &["all"], poll_ms: POLL_MS };
+                let binary = setup.binary.clone();
+                let start = move || OutboxProcess::start(&binary, &options);
+                Server::Serve(tokio::task::block_in_place(start)?)
+            }
+        })
+    }
+
+    fn port(&self) -> u16 {
+        match self {
+            Server::StandIn(server) => server.port,
+            Server::Serve(server) => server.port(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Server::StandIn(server) => server.pid(),
+            Server::Serve(server) => server.pid(),
+        }
+    }
+
+    fn rss_kib(&self) -> anyhow::Result<u64> {
+        match self {
+            Server::StandIn(server) => crate::outbox_process::rss_kib(server.pid()),
+            Server::Serve(server) => server.rss_kib(),
+        }
+    }
+}
+
+async fn bench_contender(contender: Contender, setup: &Setup<'_>) -> anyhow::Result<Vec<Figures>> {
+    let server = Server::start(contender, setup)?;
+    let (port, label) = (server.port(), contender.label());
+    eprintln!("xtask: bench fanout: {label} server pid {} on port {port}", server.pid());
+    let admin = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&setup.primary_url).await?;
     let clients = Arc::new(Clients::default());
     // One request first, so that the pool and the runtime are warm before the baseline memory.
     warm_up(port).await?;
@@ -128,28 +219,27 @@ async fn bench_mode(mode: Mode, server_url: &str, name: &str, pool: &PgPool) -> 
     for &streams in &STEPS {
         let opened = Instant::now();
         clients.open_up_to(port, streams).await?;
-        eprintln!("xtask: bench fanout: {} streams open in {:.1?}", streams, opened.elapsed());
+        eprintln!("xtask: bench fanout: {label}: {streams} streams open in {:.1?}", opened.elapsed());
         // Let every stream finish its first read and go idle.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        if mode == Mode::Bare {
+        if contender == Contender::StandIn(Mode::Bare) {
             let kib_per_stream = (server.rss_kib()?.saturating_sub(rss_empty)) as f64 / streams as f64;
             figures.push(Figures { kib_per_stream, ..Figures::default() });
             continue;
         }
-        let statements_per_s = idle_statements(&admin, name).await?;
+        let statements_per_s = idle_statements(&admin, &setup.name).await?;
         let rss = server.rss_kib()?;
-        let latency = latency(pool, &clients, streams, &mut round).await?;
+        let latency = latency(&setup.db.pool, &clients, streams, &mut round).await?;
         let kib_per_stream = (rss.saturating_sub(rss_empty)) as f64 / streams as f64;
         figures.push(Figures { statements_per_s, kib_per_stream, ..latency });
         eprintln!(
-            "xtask: bench fanout: {} x{streams}: {statements_per_s:.1} statements/s, p50 {:.0} ms, p99 {:.0} ms, {kib_per_stream:.1} KiB/stream",
-            mode.label(),
-            latency.p50_ms,
-            latency.p99_ms
+            "xtask: bench fanout: {label} x{streams}: {statements_per_s:.1} statements/s, p50 {:.0} ms, p99 {:.0} ms, {kib_per_stream:.1} KiB/stream",
+            latency.p50_ms, latency.p99_ms
         );
     }
     clients.close();
-    server.stop();
+    // `outbox serve` gets its SIGTERM and the time to end its streams and exit.
+    tokio::task::block_in_place(move || drop(server));
     admin.close().await;
     Ok(figures)
 }
@@ -336,6 +426,7 @@ struct ServerProcess {
 impl ServerProcess {
     fn start(server_url: &str, database: &str, mode: Mode) -> anyhow::Result<ServerProcess> {
         let exe = std::env::current_exe()?;
+        let malloc_conf = std::env::var("_RJEM_MALLOC_CONF").unwrap_or_else(|_| SERVER_MALLOC_CONF.into());
         // Raise the soft limit on open files to the hard one for ten thousand connections.
         let mut child = Command::new("sh")
             .arg("-c")
@@ -343,6 +434,7 @@ impl ServerProcess {
             .arg(exe)
             .args(["bench", "fanout-server", "--server-url", server_url, "--database", database])
             .args(["--mode", mode.arg()])
+            .env("_RJEM_MALLOC_CONF", malloc_conf)
             .stdout(Stdio::piped())
             .spawn()
             .context("starting the bench server")?;
@@ -356,12 +448,6 @@ impl ServerProcess {
 
     fn pid(&self) -> u32 {
         self.child.id()
-    }
-
-    fn rss_kib(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-        Ok(line.split_whitespace().nth(1).context("VmRSS")?.parse()?)
     }
 
     fn stop(&mut self) {
@@ -424,21 +510,23 @@ fn bare_stream() -> http::Response<outbox_http::Body> {
     response
 }
 
-fn report(database: &str, results: &[Vec<Figures>]) {
-    let [tail, polling, bare] = [&results[0], &results[1], &results[2]];
+fn report(database: &str, primary: Transport, results: &[(Contender, Vec<Figures>)]) {
+    let bare = Contender::StandIn(Mode::Bare);
+    let streaming: Vec<&(Contender, Vec<Figures>)> = results.iter().filter(|(c, _)| *c != bare).collect();
+    let figures_of = |wanted: Contender| results.iter().find(|(c, _)| *c == wanted).map(|(_, f)| f);
     println!(
-        "bench fanout: one server process, poll_ms={POLL_MS}, streams of one tenant over loopback; statements/s = \
-         pg_stat_database xact_commit+xact_rollback of {database} over {WINDOW:?} while idle"
+        "bench fanout: poll_ms={POLL_MS}, streams of one tenant over loopback, each server a process of its own: \
+         the stand-in (bench fanout-server: hyper's HTTP/1 builder, PostgreSQL over {}) and outbox serve (the \
+         release binary, every role); statements/s = pg_stat_database xact_commit+xact_rollback of {database} over \
+         {WINDOW:?} while idle",
+        primary.label()
     );
-    println!("  {:<34} {:>22} {:>22}", "", Mode::Tail.label(), Mode::Polling.label());
+    let header: String = streaming.iter().map(|(c, _)| format!(" {:>22}", c.label())).collect();
+    println!("  {:<34}{header}", "");
     for (i, streams) in STEPS.iter().enumerate() {
         let row = |what: &str, value: &dyn Fn(&Figures) -> String| {
-            println!(
-                "  {:<34} {:>22} {:>22}",
-                format!("{what}, {streams} streams"),
-                value(&tail[i]),
-                value(&polling[i])
-            );
+            let cells: String = streaming.iter().map(|(_, f)| format!(" {:>22}", value(&f[i]))).collect();
+            println!("  {:<34}{cells}", format!("{what}, {streams} streams"));
         };
         row("statements/s idle", &|f| format!("{:.1}", f.statements_per_s));
         row("latency p50 / p99 ms", &|f| {
@@ -446,27 +534,43 @@ fn report(database: &str, results: &[Vec<Figures>]) {
             format!("{:.0} / {:.0}{missing}", f.p50_ms, f.p99_ms)
         });
         row("server RSS per stream KiB", &|f| format!("{:.1}", f.kib_per_stream));
-        println!(
-            "  {:<34} {:>22}",
-            format!("{} RSS per stream KiB, {streams}", Mode::Bare.label()),
-            format!("{:.1}", bare[i].kib_per_stream)
-        );
+        if let Some(bare) = figures_of(bare) {
+            println!(
+                "  {:<34} {:>22}",
+                format!("{} RSS per stream KiB, {streams}", Mode::Bare.label()),
+                format!("{:.1}", bare[i].kib_per_stream)
+            );
+        }
     }
     let last = STEPS.len() - 1;
+    let (most, fewest) = (STEPS[last], STEPS[0]);
     let verdict = |ok: bool| if ok { "meets" } else { "MISSES" };
-    for (label, figures) in [(Mode::Tail.label(), tail), (Mode::Polling.label(), polling)] {
+    for (contender, figures) in &streaming {
+        let label = contender.label();
         let ratio = figures[last].statements_per_s / figures[0].statements_per_s;
         println!(
-            "  ratio {label}: statements 10000 / 1 streams = {ratio:.2} ({} target <= 1.5)",
+            "  ratio {label}: statements {most} / {fewest} streams = {ratio:.2} ({} target <= 1.5)",
             verdict(ratio <= 1.5)
         );
         let p99 = figures[last].p99_ms / POLL_MS as f64;
-        println!("  ratio {label}: p99 at 10000 / poll_ms = {p99:.2} ({} target <= 3)", verdict(p99 <= 3.0));
+        println!("  ratio {label}: p99 at {most} / poll_ms = {p99:.2} ({} target <= 3)", verdict(p99 <= 3.0));
         let kib = figures[last].kib_per_stream;
-        println!("  {label}: {kib:.1} KiB per stream at 10000 ({} target <= 16)", verdict(kib <= 16.0));
+        println!("  {label}: {kib:.1} KiB per stream at {most} ({} target <= 16)", verdict(kib <= 16.0));
     }
-    let ratio = polling[last].statements_per_s / tail[last].statements_per_s;
-    println!("  ratio per-stream polling / shared tail: statements at 10000 streams = {ratio:.0}");
-    let ratio = tail[last].kib_per_stream / bare[last].kib_per_stream;
-    println!("  ratio shared tail / bare hyper SSE: memory per stream at 10000 = {ratio:.2}");
+    let at_most = |wanted: Contender| figures_of(wanted).map(|f| f[last]);
+    let ratio_line = |what: &str, a: Contender, b: Contender, value: &dyn Fn(&Figures) -> f64| {
+        if let (Some(a_figures), Some(b_figures)) = (at_most(a), at_most(b)) {
+            let ratio = value(&a_figures) / value(&b_figures);
+            println!("  ratio {} / {}: {what} at {most} streams = {ratio:.2}", a.label(), b.label());
+        }
+    };
+    let (tail, polling) = (Contender::StandIn(Mode::Tail), Contender::StandIn(Mode::Polling));
+    let (serve_tcp, serve_socket) = (Contender::Serve(Transport::Tcp), Contender::Serve(Transport::Socket));
+    ratio_line("statements", polling, tail, &|f| f.statements_per_s);
+    ratio_line("memory per stream", tail, bare, &|f| f.kib_per_stream);
+    ratio_line("memory per stream", serve_tcp, tail, &|f| f.kib_per_stream);
+    ratio_line("memory per stream", serve_socket, tail, &|f| f.kib_per_stream);
+    ratio_line("p50 latency", serve_tcp, serve_socket, &|f| f.p50_ms);
+    ratio_line("p99 latency", serve_tcp, serve_socket, &|f| f.p99_ms);
+    ratio_line("statements idle", serve_tcp, serve_socket, &|f| f.statements_per_s);
 }

@@ -18,6 +18,7 @@ mod ci;
 mod codegen;
 mod explain;
 mod migrate;
+mod outbox_process;
 mod services;
 
 use clap::{Parser, Subcommand};
