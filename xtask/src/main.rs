@@ -12,6 +12,7 @@
 mod bench;
 mod bench_fanout;
 mod bench_http;
+mod bench_ingest;
 mod bench_retention;
 mod bench_sinks;
 mod ci;
