@@ -146,8 +146,11 @@ async fn a_tenant_read_to_the_head_passes_the_other_tenants_rows_after_its_last(
     assert_eq!(past.next_after, all[2].sequence, "an empty page at the end moves to the head");
     let plain = read(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after)).await.unwrap();
     assert_eq!(plain.next_after, all[0].sequence, "the plain read stays at the tenant's last row");
+    // Without a tenant both reads return the same page; their snapshots may differ (other
+    // tests' transactions move the server's xmin between them), so those are not compared.
     let every = read_to_head(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap();
-    assert_eq!(every, read(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap());
+    let plain = read(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap();
+    assert_eq!((&every.events, every.next_after, every.more), (&plain.events, plain.next_after, plain.more));
 }
 
 #[tokio::test]
