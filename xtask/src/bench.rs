@@ -10,7 +10,9 @@
 //!   `COPY … FROM STDIN` of the same rows in transactions of the same size (the
 //!   physical limit of loading rows);
 //! - one `publish` + commit against a bare `INSERT` + commit of the same row;
-//! - each batched contender over TCP against the same through the socket.
+//! - each batched contender over TCP against the same through the socket;
+//! - last, from outside, `POST /events` batches of 100 to the real `outbox serve` with its
+//!   `DATABASE_URL` over TCP against the same through the socket (`bench_ingest`).
 //!
 //! Targets over TCP: `publish_many` ≥ 0.7 of `COPY` at 100 and ≥ 0.8 at 1000, `publish` ≥
 //! 0.95 of the bare `INSERT`, and `publish_many` over TCP ≥ 0.9 of the same through the socket.
@@ -80,6 +82,7 @@ pub(crate) fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
         }
     };
     let server = postgres()?;
+    let requested = transports;
     let transports = transports.available(&server)?;
     crate::runtime()?.block_on(async {
         let db = ScratchDatabase::create(&server.url_over(Transport::Tcp)?, "outbox_bench").await?;
@@ -90,7 +93,9 @@ pub(crate) fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
         let result = bench_publish(&pools, Sizes { rows, rounds, singles }).await;
         db.drop_now().await?;
         result
-    })
+    })?;
+    // Last, from outside: `POST /events` to the real server over each transport.
+    crate::bench_ingest::run(&server, requested)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -38,7 +38,6 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 /// Runs the benchmark and prints its lines. Blocks the calling thread; it runs on a thread
 /// and a runtime of its own, so it may be called from inside another runtime's `block_on`.
-#[allow(dead_code, reason = "bench publish runs it at its end; until it does, nothing calls it")]
 pub(crate) fn run(postgres: &Postgres, transports: Transports) -> anyhow::Result<()> {
     let mut urls = Vec::new();
     for transport in transports.available(postgres)? {
