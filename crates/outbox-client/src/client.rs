@@ -33,15 +33,11 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the server at `base_url` (`http://127.0.0.1:8080`), without credentials.
-    ///
-    /// The first client of a process installs rustls' `ring` provider as the process's
-    /// default crypto provider when none is installed yet; reqwest is built without one.
+    /// A client of the server at `base_url` (`http://127.0.0.1:8080`), without credentials,
+    /// on an HTTP client from [`http_client_builder`].
     pub fn new(base_url: &str) -> Result<Client> {
         let base = parse_base(base_url)?;
-        install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
+        let http = http_client_builder()
             .build()
             .map_err(|e| Error::InvalidUrl { url: base_url.to_owned(), reason: format!("no HTTP client: {e}") })?;
         Ok(Client { http, base, prefix: String::new(), headers: HeaderMap::new() })
@@ -73,8 +69,10 @@ impl Client {
         Ok(self)
     }
 
-    /// Uses `http` for every request (your own timeouts, proxies, TLS roots, …). A watch
-    /// stream needs no overall request timeout: it ends only on its own terms.
+    /// Uses `http` for every request (your own proxy, TLS roots, headers, …). Build it from
+    /// [`http_client_builder`] to keep the connect timeout and the TLS provider; set no
+    /// overall request timeout on it, or it cuts watch streams, which end only on their own
+    /// terms (`list` and `publish` set their own).
     pub fn with_http_client(mut self, http: reqwest::Client) -> Client {
         self.http = http;
         self
@@ -175,9 +173,27 @@ fn parse_base(base_url: &str) -> Result<Url> {
     Ok(url)
 }
 
-/// reqwest is built with `rustls-no-provider`: without a process-wide provider it panics
-/// when it builds its TLS configuration. Another library may have installed one already;
-/// that one is kept.
+/// A `reqwest` client builder configured as [`Client::new`] configures its own: connections
+/// time out after 10 s, and rustls' `ring` provider is installed as the process's default
+/// crypto provider when no other is installed yet.
+///
+/// reqwest is built here without a provider of its own (no OpenSSL, no aws-lc), and
+/// `reqwest::Client::builder().build()` panics in a process that has none. Start from this
+/// builder to give [`Client::with_http_client`] a client of your own:
+///
+/// ```
+/// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let http = outbox_client::http_client_builder().user_agent("billing/1.4").build()?;
+/// let client = outbox_client::Client::new("http://127.0.0.1:8080")?.with_http_client(http);
+/// # Ok(()) }
+/// ```
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    install_crypto_provider();
+    reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT)
+}
+
+/// Installs rustls' `ring` provider as the process's default, once. Another library may
+/// have installed one already; that one is kept.
 fn install_crypto_provider() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {

@@ -2,7 +2,7 @@
 //! backfill-then-follow, over the HTTP routes of SPEC §5.3–5.4 (`outbox-http`).
 //!
 //! - [`Client::list`] reads one page of `GET /events`; [`Client::pager`] walks every page.
-//! - [`Client::watch`] reads `GET /watch` (Server-Sent Events, parsed here), reconnects with
+//! - [`Client::watch`] opens `GET /watch` (Server-Sent Events, parsed here), reconnects with
 //!   `Last-Event-ID` after the server's `retry:` delay, backs off after failures, and ends
 //!   with [`Error::Unauthenticated`] or [`Error::AccessDenied`] instead of retrying a
 //!   refusal ([`watch`] has the rules).
@@ -25,7 +25,7 @@
 //! # async fn run() -> outbox_client::Result<()> {
 //! let client = Client::new("http://127.0.0.1:8080")?.with_token("…")?;
 //! let query = WatchQuery { types: vec!["reservation.*".into()], ..WatchQuery::default() };
-//! let mut events = client.watch(query);
+//! let mut events = client.watch(query).await?; // live from here: nothing after this is missed
 //! while let Some(event) = events.next().await {
 //!     let event = event?; // Unauthenticated / AccessDenied end the stream
 //!     println!("{} {} {}", event.sequence, event.event_type, event.subject);
@@ -50,10 +50,11 @@ use std::task::{Context, Poll};
 use futures_util::{Stream, StreamExt};
 pub use outbox_core as core;
 use outbox_core::Event;
-/// The HTTP client this crate is built on, for [`Client::with_http_client`] and headers.
+/// The HTTP client this crate is built on, for [`Client::with_http_client`] (start from
+/// [`http_client_builder`]) and headers.
 pub use reqwest;
 
-pub use client::Client;
+pub use client::{Client, http_client_builder};
 pub use error::{Error, Result};
 pub use follow::FollowQuery;
 pub use list::{ListQuery, Page};
@@ -101,8 +102,14 @@ impl Client {
     }
 
     /// The live stream of `query`, reconnecting until it is dropped or refused ([`watch`]).
-    pub fn watch(&self, query: WatchQuery) -> Events {
-        watch::Watcher::new(self.clone(), query).into_events()
+    ///
+    /// It answers once the server has opened the stream and told its start position, so a
+    /// watch without [`WatchQuery::last_event_id`] starts at the head of that moment: every
+    /// event committed after `watch` returns is delivered. Before the first connection,
+    /// failures are retried as later ones are (so this waits for a server that is down);
+    /// a refusal (`401`, `403`, `400`) is the error.
+    pub async fn watch(&self, query: WatchQuery) -> Result<Events> {
+        Ok(watch::Watcher::start(self.clone(), query).await?.into_events())
     }
 
     /// The history after `query.after`, then the live stream from where it ended, with no

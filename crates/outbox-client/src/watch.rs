@@ -47,7 +47,7 @@ pub struct WatchQuery {
     /// Another tenant than the token's (needs the `admin` scope).
     pub tenant_id: Option<String>,
     /// Start strictly after this position (an event's `sequence` or a page's `cursor`);
-    /// `None` starts at the head when the stream first opens ("from now").
+    /// `None` starts at the head when [`Client::watch`] opens the stream ("from now").
     pub last_event_id: Option<Position>,
     /// The longest delay between reconnection attempts after failures (default 30 s).
     pub max_backoff: Duration,
@@ -162,6 +162,31 @@ impl Watcher {
             frames: VecDeque::new(),
             finished: false,
         }
+    }
+
+    /// A watcher whose first connection is open and whose position is known: the one given,
+    /// or the start the server announced in its opening keep-alive (the head when it
+    /// opened). Transient failures on the way are retried; a refusal is the error.
+    pub(crate) async fn start(client: Client, query: WatchQuery) -> Result<Watcher> {
+        let mut watcher = Watcher::new(client, query);
+        watcher.connect().await?;
+        while watcher.position.is_none() {
+            if watcher.connection.is_none() {
+                watcher.connect().await?;
+            }
+            watcher.read().await?;
+            // The opening frames (`retry:`, the keep-alive at the start) come before any
+            // event; an event first (a server that announces no start) ends the wait, and
+            // that event sets the position.
+            while let Some(Frame::Retry(_) | Frame::Comment(_)) = watcher.frames.front() {
+                let frame = watcher.frames.pop_front().expect("a front frame");
+                watcher.on_frame(frame);
+            }
+            if !watcher.frames.is_empty() {
+                break;
+            }
+        }
+        Ok(watcher)
     }
 
     /// The stream over this watcher.

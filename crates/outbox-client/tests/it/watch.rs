@@ -47,7 +47,7 @@ async fn twenty_forced_disconnects_lose_and_repeat_nothing() {
     let mut server = TestServer::start(&db.pool).await;
     let proxy = Proxy::start(server.addr).await;
     let watcher = client(&proxy.url(), &token("acme", "events:read", None));
-    let (received, task) = collect(watcher.watch(from_start()));
+    let (received, task) = collect(watcher.watch(from_start()).await.unwrap());
     let publisher = Publisher::start(db.pool.clone(), Duration::from_millis(5));
 
     for round in 0..20 {
@@ -77,7 +77,7 @@ async fn twenty_forced_disconnects_lose_and_repeat_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn unauthenticated_and_access_denied_end_the_stream_after_one_request() {
+async fn unauthenticated_and_access_denied_refuse_the_watch_after_one_request() {
     let db = database().await;
     let server = TestServer::start(&db.pool).await;
     let cases = [
@@ -88,15 +88,13 @@ async fn unauthenticated_and_access_denied_end_the_stream_after_one_request() {
     for (name, token, tenant, expect) in cases {
         let proxy = Proxy::start(server.addr).await;
         let query = WatchQuery { tenant_id: tenant.map(Into::into), ..from_start() };
-        let mut events = client(&proxy.url(), &token).watch(query);
-        let error = events.next().await.expect("an item").expect_err("a refusal");
+        let error = client(&proxy.url(), &token).watch(query).await.expect_err("a refusal");
         assert!(error.to_string().starts_with(expect), "{name}: {error}");
         let typed = matches!(
             (&error, expect),
             (Error::Unauthenticated { .. }, "unauthenticated") | (Error::AccessDenied { .. }, "access denied")
         );
         assert!(typed, "{name}: {error:?}");
-        assert!(events.next().await.is_none(), "{name}: the stream ended");
         assert_eq!(proxy.requests("GET /watch"), 1, "{name}: no retry");
     }
 }
@@ -107,7 +105,7 @@ async fn a_revoked_stream_ends_with_access_denied_without_a_retry() {
     let server = TestServer::start(&db.pool).await;
     let proxy = Proxy::start(server.addr).await;
     let reader = client(&proxy.url(), &token("acme", "events:read", Some("ses_revoked")));
-    let mut events = reader.watch(from_start());
+    let mut events = reader.watch(from_start()).await.unwrap();
     let id = publish(&db.pool, &node_event("acme", 1)).await;
     assert_eq!(events.next().await.unwrap().unwrap().id, id);
 
@@ -134,7 +132,7 @@ async fn a_filtered_stream_sees_only_what_it_asked_for_and_stops_when_dropped() 
 
     let query =
         WatchQuery { types: vec!["pool.*".into(), "node.left".into()], last_event_id: Some(before), ..from_start() };
-    let mut events = reader.watch(query);
+    let mut events = reader.watch(query).await.unwrap();
     let skipped = publish(&db.pool, &node_event("acme", 1)).await;
     let wanted = outbox_core::NewEvent::new("node.left", "acme", "node/n1", json!({}));
     let wanted = publish(&db.pool, &wanted).await;
@@ -145,4 +143,27 @@ async fn a_filtered_stream_sees_only_what_it_asked_for_and_stops_when_dropped() 
     drop(events);
     eventually(WITHIN, "the dropped stream's connection closed", || proxy.open_connections() == 0).await;
     assert_eq!(proxy.requests("GET /watch"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_watch_from_now_delivers_every_event_committed_after_it_returns() {
+    let db = database().await;
+    let server = TestServer::start(&db.pool).await;
+    let reader = client(&format!("http://{}", server.addr), &token("acme", "events:read", None));
+    let earlier = publish(&db.pool, &node_event("acme", 0)).await;
+    until_visible(&reader, 1).await;
+
+    let query = WatchQuery { max_backoff: Duration::from_millis(200), ..WatchQuery::default() };
+    let mut events = reader.watch(query).await.unwrap();
+    // Published before the stream is first polled: the stream opened when `watch` returned.
+    let mut published = Vec::new();
+    for n in 1..=5 {
+        published.push(publish(&db.pool, &node_event("acme", n)).await);
+    }
+    let mut received = Vec::new();
+    while received.len() < published.len() {
+        let event = tokio::time::timeout(WITHIN, events.next()).await.expect("the next event").unwrap().unwrap();
+        received.push(event.id);
+    }
+    assert_eq!(received, published, "{earlier}, committed before the watch, is not among them");
 }

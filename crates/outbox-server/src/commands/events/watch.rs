@@ -19,12 +19,13 @@ pub(super) async fn run(args: EventsWatchArgs) -> anyhow::Result<()> {
         max_backoff: Duration::from_secs(args.max_backoff.max(1)),
         ..WatchQuery::default()
     };
-    let mut events = client.watch(query);
+    let watching = || format!("watching {}", super::url(&args.server));
+    let mut events = client.watch(query).await.with_context(watching)?;
     let mut lines = Lines::stdout();
     let mut printed = 0;
     while args.count.is_none_or(|count| printed < count) {
         let Some(event) = events.next().await else { break };
-        let event = event.with_context(|| format!("watching {}", super::url(&args.server)))?;
+        let event = event.with_context(watching)?;
         if !lines.print(&json_line(&event))? {
             break;
         }
