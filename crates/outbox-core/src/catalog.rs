@@ -1,10 +1,12 @@
-//! The event catalog: the families of events the system publishes (SPEC §3.4).
+//! The event catalog: the families of events a deployment publishes (SPEC §3.4).
 //!
-//! The built-in catalog is the 32 rows of `seeds/event-catalog.txt`, copied
-//! into the `BUILTIN` table below; module authors add their own families with
-//! [`Catalog::with_extra`]. `GET /event-types` returns the entries, strict
-//! publishing asks [`Catalog::check_type`], and a webhook pattern that
-//! [`Catalog::can_match`] finds no entry for is refused.
+//! The catalog belongs to the host. It starts [`Catalog::empty`] (Outbox's own families
+//! alone, [`Catalog::OWN`]) or [`Catalog::new`] with the host's entries, or from the
+//! [`Catalog::control_plane`] preset (the 31 families of the control plane whose events
+//! subsystem Outbox re-creates, `seeds/event-catalog.txt`; the bundled server's default),
+//! and grows with [`Catalog::with_extra`]. Outbox's own families are always present.
+//! `GET /event-types` returns the entries, strict publishing asks [`Catalog::check_type`],
+//! and a webhook pattern that [`Catalog::can_match`] finds no entry for is refused.
 
 use std::cmp::Reverse;
 
@@ -44,32 +46,50 @@ impl CatalogEntry {
     }
 }
 
-/// The list of event families: the built-in ones, then any registered by users.
+/// The list of event families: the host's, in the order given, then Outbox's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Catalog {
+    /// The host's entries, then the [`Catalog::OWN`] ones (always the last `OWN.len()`).
     entries: Vec<CatalogEntry>,
 }
 
 impl Catalog {
-    /// The 32 built-in families, in the order of `seeds/event-catalog.txt`.
-    pub fn builtin() -> Catalog {
-        let entries = BUILTIN
-            .iter()
-            .map(|&(pattern, subject, module, description)| {
-                let pattern = Pattern::parse(pattern).expect("every built-in catalog pattern is valid");
-                CatalogEntry::new(pattern, subject, module, description)
-            })
-            .collect();
-        Catalog { entries }
+    /// The families Outbox itself publishes, present in every catalog: type, subject,
+    /// module, description.
+    pub const OWN: &'static [(&'static str, &'static str, &'static str, &'static str)] = &[(
+        "webhook.ping",
+        "webhook/{id}",
+        "outbox",
+        "A test delivery to a webhook subscription (POST /webhooks/{id}/ping)",
+    )];
+
+    /// Outbox's own families alone: where a host that declares its own starts.
+    pub fn empty() -> Catalog {
+        Catalog { entries: rows(Catalog::OWN) }
     }
 
-    /// This catalog with `extra` families appended after its own.
+    /// The host's `entries`, then Outbox's own families.
+    pub fn new(entries: impl IntoIterator<Item = CatalogEntry>) -> Catalog {
+        Catalog::empty().with_extra(entries)
+    }
+
+    /// The preset of the control plane whose events subsystem Outbox re-creates: its 31
+    /// families (`site.*`, `node.*`, `sandbox.*`, …, in the order of
+    /// `seeds/event-catalog.txt`), then Outbox's own. The bundled server's default.
+    pub fn control_plane() -> Catalog {
+        Catalog::new(rows(&CONTROL_PLANE))
+    }
+
+    /// This catalog with `extra` families after the host's entries so far (and before
+    /// Outbox's own).
     pub fn with_extra(mut self, extra: impl IntoIterator<Item = CatalogEntry>) -> Catalog {
+        let own = self.entries.split_off(self.entries.len() - Catalog::OWN.len());
         self.entries.extend(extra);
+        self.entries.extend(own);
         self
     }
 
-    /// Every entry, built-in ones first, in order.
+    /// Every entry: the host's in order, then Outbox's own.
     pub fn entries(&self) -> &[CatalogEntry] {
         &self.entries
     }
@@ -107,15 +127,26 @@ impl Catalog {
 }
 
 impl Default for Catalog {
-    /// The built-in catalog.
+    /// [`Catalog::empty`]: Outbox's own families alone.
     fn default() -> Catalog {
-        Catalog::builtin()
+        Catalog::empty()
     }
 }
 
-/// The rows of `seeds/event-catalog.txt`: type or pattern, subject, module, description.
+/// Entries from constant rows, whose patterns are known to be valid.
+fn rows(rows: &[(&str, &str, &str, &str)]) -> Vec<CatalogEntry> {
+    rows.iter()
+        .map(|&(pattern, subject, module, description)| {
+            let pattern = Pattern::parse(pattern).expect("every constant catalog pattern is valid");
+            CatalogEntry::new(pattern, subject, module, description)
+        })
+        .collect()
+}
+
+/// The rows of `seeds/event-catalog.txt` but Outbox's own (`webhook.ping`): type or
+/// pattern, subject, module, description.
 #[rustfmt::skip]
-const BUILTIN: [(&str, &str, &str, &str); 32] = [
+const CONTROL_PLANE: [(&str, &str, &str, &str); 31] = [
     ("site.*", "site/{id}", "server", "Sites created, updated and deleted"),
     ("project.*", "project/{id}", "server", "Projects created, changed and archived (project.archived: { projectId, name })"),
     ("tenant.*", "tenant/{id}", "server", "IAM tenant mirrored as suspended, deleted or active again (tenant.state-changed: { tenantId, state, previous, reason }); a deleted tenant fully released by every module (tenant.torn-down)"),
@@ -147,7 +178,6 @@ const BUILTIN: [(&str, &str, &str, &str); 32] = [
     ("rollout.*", "rollout/{id}", "rollout", "Daemon rollouts started, paused, resumed, aborted, completed"),
     ("tunnel.*", "tunnel/{id}", "server", "Tunnels issued and closed"),
     ("security.*", "varies", "server", "Join tokens, site tokens, refused joins, revoked certificates, secrets"),
-    ("webhook.ping", "webhook/{id}", "events", "A test delivery from webhooks.ping"),
 ];
 
 #[cfg(test)]
@@ -159,8 +189,8 @@ mod tests {
     }
 
     #[test]
-    fn builtin_is_the_32_seed_rows_in_order() {
-        let catalog = Catalog::builtin();
+    fn the_control_plane_preset_is_the_32_seed_rows_in_order() {
+        let catalog = Catalog::control_plane();
         assert_eq!(catalog.entries().len(), 32);
         let first = &catalog.entries()[0];
         assert_eq!(
@@ -168,19 +198,29 @@ mod tests {
             ("site.*", "site/{id}", "server")
         );
         assert_eq!(catalog.entries()[31].pattern.as_str(), "webhook.ping");
-        assert_eq!(Catalog::default(), catalog);
     }
 
     #[test]
-    fn every_builtin_family_can_hold_a_valid_type() {
-        for entry in Catalog::builtin().entries() {
+    fn an_empty_catalog_holds_outboxs_own_families_alone() {
+        let empty = Catalog::empty();
+        let own: Vec<&str> = empty.entries().iter().map(|entry| entry.pattern.as_str()).collect();
+        assert_eq!(own, ["webhook.ping"]);
+        assert_eq!(Catalog::default(), empty);
+        assert_eq!(Catalog::new([]), empty);
+        assert!(!empty.check_type("node.joined"));
+        assert!(empty.check_type("webhook.ping"));
+    }
+
+    #[test]
+    fn every_constant_family_can_hold_a_valid_type() {
+        for entry in Catalog::control_plane().entries() {
             assert!(entry.pattern.intersects(&Pattern::all()), "{} matches no valid type", entry.pattern);
         }
     }
 
     #[track_caller]
     fn check_entry(event_type: &str, expect: Option<&str>) {
-        let catalog = Catalog::builtin();
+        let catalog = Catalog::control_plane();
         let got = catalog.entry_for(event_type).map(|entry| entry.pattern.as_str());
         assert_eq!(got, expect, "{event_type:?}");
         assert_eq!(catalog.check_type(event_type), expect.is_some(), "{event_type:?}");
@@ -207,7 +247,7 @@ mod tests {
 
     #[track_caller]
     fn check_can_match(webhook_pattern: &str, expect: Option<&str>) {
-        let catalog = Catalog::builtin();
+        let catalog = Catalog::control_plane();
         let got = catalog.can_match(&pattern(webhook_pattern)).map(|entry| entry.pattern.as_str());
         assert_eq!(got, expect, "{webhook_pattern:?}");
     }
@@ -228,21 +268,29 @@ mod tests {
     }
 
     #[test]
-    fn with_extra_adds_families() {
+    fn with_extra_adds_families_before_outboxs_own() {
         let family = CatalogEntry::new(pattern("billing.*"), "invoice/{id}", "billing", "Invoices issued and paid");
-        let catalog = Catalog::builtin().with_extra([family.clone()]);
+        let catalog = Catalog::control_plane().with_extra([family.clone()]);
         assert_eq!(catalog.entries().len(), 33);
-        assert_eq!(catalog.entries().last(), Some(&family));
+        assert_eq!(catalog.entries()[31], family);
+        assert_eq!(catalog.entries()[32].pattern.as_str(), "webhook.ping");
         assert!(catalog.check_type("billing.invoice-paid"));
         assert_eq!(catalog.entry_for("billing.invoice-paid"), Some(&family));
         assert_eq!(catalog.can_match(&pattern("billing.invoice.*")), Some(&family));
-        assert!(!Catalog::builtin().check_type("billing.invoice-paid"));
-        assert_eq!(Catalog::builtin().can_match(&pattern("billing.invoice.*")), None);
+        assert!(!Catalog::control_plane().check_type("billing.invoice-paid"));
+        assert_eq!(Catalog::control_plane().can_match(&pattern("billing.invoice.*")), None);
+
+        let order = CatalogEntry::new(pattern("order.*"), "order/{id}", "shop", "Orders placed and shipped");
+        let shop = Catalog::new([order.clone()]).with_extra([family.clone()]);
+        let patterns: Vec<&str> = shop.entries().iter().map(|entry| entry.pattern.as_str()).collect();
+        assert_eq!(patterns, ["order.*", "billing.*", "webhook.ping"]);
+        assert!(shop.check_type("order.created"));
+        assert!(!shop.check_type("node.joined"), "a host's catalog holds none of the preset's families");
     }
 
     #[test]
     fn an_entry_serializes_with_its_pattern_as_type() {
-        let catalog = Catalog::builtin();
+        let catalog = Catalog::control_plane();
         let json = serde_json::to_value(&catalog.entries()[4]).unwrap();
         assert_eq!(
             json,

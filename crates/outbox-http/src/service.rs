@@ -11,7 +11,7 @@ use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
 use outbox_core::{Catalog, ErrorCode};
 use outbox_pg::Publisher;
-use outbox_pg::head::SharedHead;
+use outbox_pg::internal::head::SharedHead;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::Tail;
 use tokio::sync::watch;
@@ -48,7 +48,8 @@ pub struct OutboxService {
 
 impl OutboxService {
     /// A service reading and writing through `pool`, deciding callers with `authorizer`, with
-    /// the SPEC's stream options, a registry of its own and the built-in catalog.
+    /// the SPEC's stream options, a registry of its own and an empty catalog (Outbox's own
+    /// families alone, [`Catalog::empty`]).
     pub fn new(pool: PgPool, authorizer: Arc<dyn Authorizer>) -> OutboxService {
         OutboxService {
             heads: SharedHead::new(pool.clone()),
@@ -56,7 +57,7 @@ impl OutboxService {
             authorizer,
             options: WatchOptions::default(),
             registry: WatchRegistry::new(),
-            catalog: Arc::new(Catalog::builtin()),
+            catalog: Arc::new(Catalog::empty()),
             publisher: Publisher::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             stats: Arc::default(),
@@ -92,7 +93,9 @@ impl OutboxService {
         self
     }
 
-    /// Answers `GET /event-types` with `catalog`.
+    /// Answers `GET /event-types` with `catalog`, which replaces the one the service had:
+    /// `Catalog::new(your_families)`, or a preset such as `Catalog::control_plane()` grown
+    /// with `with_extra`.
     pub fn with_catalog(mut self, catalog: Catalog) -> OutboxService {
         self.catalog = Arc::new(catalog);
         self

@@ -57,6 +57,8 @@ pub struct Config {
     pub doctor: DoctorConfig,
     /// What `GET /metrics` shows.
     pub metrics: MetricsConfig,
+    /// The event catalog `GET /event-types` answers (SPEC §3.4).
+    pub catalog: CatalogConfig,
     /// Sinks (SPEC §7.5), run by the `sinks` role.
     pub sinks: Vec<SinkConfig>,
     /// Whether webhook targets on loopback and private addresses are allowed (SPEC §7.6).
@@ -74,6 +76,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             doctor: DoctorConfig::default(),
             metrics: MetricsConfig::default(),
+            catalog: CatalogConfig::default(),
             sinks: Vec::new(),
             allow_private_targets: false,
         }
@@ -164,6 +167,62 @@ pub struct MetricsConfig {
     /// Tenant id → class, the `tenant_class` label of events sent; other tenants are `default`.
     /// Tenant ids themselves never become labels (there can be millions).
     pub tenant_classes: BTreeMap<String, String>,
+}
+
+/// `[catalog]`: the event families of this deployment (SPEC §3.4).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Where the catalog starts: `control-plane` (the default) or `none`.
+    pub preset: CatalogPreset,
+    /// The deployment's own families, after the preset's.
+    pub families: Vec<FamilyConfig>,
+}
+
+/// `[catalog] preset`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CatalogPreset {
+    /// The 31 families of the control plane whose events subsystem Outbox re-creates.
+    #[default]
+    ControlPlane,
+    /// No preset: the families declared here, and Outbox's own.
+    None,
+}
+
+/// `[[catalog.families]]`: one family of events.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FamilyConfig {
+    /// An exact type (`order.created`) or a family pattern (`order.*`), SPEC §3.5.
+    #[serde(rename = "type")]
+    pub pattern: String,
+    /// The form of its events' subject (`order/{id}`).
+    pub subject: String,
+    /// The module that publishes it.
+    pub module: String,
+    /// What its events mean, in a sentence.
+    pub description: String,
+}
+
+impl CatalogConfig {
+    /// The catalog this table describes: the preset's families, then the declared ones,
+    /// then Outbox's own. A pattern that breaks SPEC §3.5 is refused, naming its key.
+    pub fn catalog(&self) -> Result<outbox_core::Catalog, ConfigError> {
+        let mut families = Vec::with_capacity(self.families.len());
+        for (index, family) in self.families.iter().enumerate() {
+            let pattern = outbox_core::Pattern::parse(&family.pattern).map_err(|error| {
+                bad(format!("catalog.families[{index}].type: {:?}: {}", family.pattern, error.rule()))
+            })?;
+            let entry = outbox_core::CatalogEntry::new(pattern, &family.subject, &family.module, &family.description);
+            families.push(entry);
+        }
+        let preset = match self.preset {
+            CatalogPreset::ControlPlane => outbox_core::Catalog::control_plane(),
+            CatalogPreset::None => outbox_core::Catalog::empty(),
+        };
+        Ok(preset.with_extra(families))
+    }
 }
 
 /// One thing a server process does (SPEC §8.2).
@@ -344,6 +403,7 @@ impl Config {
                 return Err(bad(format!("sinks[{}].id: {:?} is used twice", sink.id, sink.id)));
             }
         }
+        self.catalog.catalog()?;
         self.validate_retention()?;
         self.validate_watch()
     }
@@ -416,6 +476,36 @@ mod tests {
         assert_eq!(config.watch.heartbeat_ms, 15000);
         assert_eq!(config.retention, RetentionConfig::default());
         assert!(config.auth.jwt_secret.is_none() && !config.allow_private_targets);
+    }
+
+    #[test]
+    fn the_catalog_starts_from_its_preset_and_adds_the_declared_families() {
+        let patterns = |config: &Config| -> Vec<String> {
+            let catalog = config.catalog.catalog().unwrap();
+            catalog.entries().iter().map(|entry| entry.pattern.as_str().to_owned()).collect()
+        };
+        let default = load("", &[], &Overrides::default()).unwrap();
+        assert_eq!(patterns(&default).len(), 32, "the control-plane preset by default");
+        assert_eq!(patterns(&default)[0], "site.*");
+
+        let shop = r#"
+            [catalog]
+            preset = "none"
+            [[catalog.families]]
+            type = "order.*"
+            subject = "order/{id}"
+            module = "shop"
+            description = "Orders placed, paid and shipped"
+        "#;
+        let config = load(shop, &[], &Overrides::default()).unwrap();
+        assert_eq!(patterns(&config), ["order.*", "webhook.ping"]);
+        let beside = shop.replace(r#"preset = "none""#, r#"preset = "control-plane""#);
+        let config = load(&beside, &[], &Overrides::default()).unwrap();
+        assert_eq!(patterns(&config)[31], "order.*", "declared families come after the preset's");
+
+        refused(&shop.replace("order.*", "Order.*"), r#"catalog.families[0].type: "Order.*""#);
+        refused(&shop.replace(r#""none""#, r#""empty""#), "unknown variant `empty`");
+        refused(&shop.replace("module = \"shop\"", "module = \"shop\"\nowner = \"me\""), "unknown field `owner`");
     }
 
     #[test]

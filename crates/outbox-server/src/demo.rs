@@ -231,7 +231,7 @@ mod tests {
         let events: Vec<NewEvent> = (0..2000).flat_map(|_| world.next()).collect();
         outbox_core::validate::validate_batch(&events[..1000], &outbox_core::Limits::default()).unwrap();
         outbox_core::validate::validate_batch(&events[1000..], &outbox_core::Limits::default()).unwrap();
-        let catalog = outbox_core::Catalog::builtin();
+        let catalog = outbox_core::Catalog::control_plane();
         assert!(events.iter().all(|e| catalog.check_type(&e.event_type)));
         for tenant in TENANTS {
             assert!(events.iter().any(|e| e.tenant_id == tenant), "{tenant}");

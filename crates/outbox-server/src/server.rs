@@ -58,8 +58,10 @@ impl Server {
         let subscribers = config.roles.has(Role::Subscribers).then(|| Subscribers::new(pool.clone(), tail.clone()));
         let revocations = Revocations::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
-        let service =
-            OutboxService::new(pool.clone(), authorizer.clone()).with_options(config.watch).with_tail(tail.clone());
+        let service = OutboxService::new(pool.clone(), authorizer.clone())
+            .with_options(config.watch)
+            .with_catalog(config.catalog.catalog()?)
+            .with_tail(tail.clone());
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;
