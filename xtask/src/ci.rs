@@ -38,14 +38,51 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
+/// What a library sheds without its default features, so that a crate taking part of it
+/// compiles only that part. Each line is (crate, what its graph may then not hold, why).
+const WITHOUT_DEFAULT_FEATURES: &[(&str, &[&str], &str)] = &[(
+    "outbox-workers",
+    &["async-nats", "redis", "reqwest"],
+    "without its sink features, outbox-workers (subscribers, jsonl, retention) compiles no sink's client",
+)];
+
+/// The library crates, whose documentation builds without a warning (broken or private
+/// intra-doc links, bad code blocks).
+const LIBRARIES: &[&str] =
+    &["outbox-core", "outbox-proto", "outbox-pg", "outbox-http", "outbox-workers", "outbox-client"];
+
 pub(crate) fn run() -> anyhow::Result<()> {
     step("cargo fmt --check", &["fmt", "--all", "--", "--check"])?;
     step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    // Inside the workspace every crate gets outbox-workers' default features; its build
+    // without them (subscribers, jsonl) is linted and unit-tested on its own.
+    let lean = ["-p", "outbox-workers", "--no-default-features", "--lib"];
+    step(
+        "cargo clippy of outbox-workers without its default features",
+        &[&["clippy"], &lean[..], &["--", "-D", "warnings"]].concat(),
+    )?;
+    step("cargo test of outbox-workers without its default features", &[&["test"], &lean[..]].concat())?;
+    docs()?;
     check_layers()?;
     eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
     deny()?;
     crate::explain::run(1_000_000)?;
     crate::services::run_tests(&[])
+}
+
+/// `cargo doc --no-deps` of the library crates, every rustdoc warning an error.
+fn docs() -> anyhow::Result<()> {
+    eprintln!("xtask: cargo doc of the library crates, warnings denied");
+    let mut args = vec!["doc", "--no-deps"];
+    for library in LIBRARIES {
+        args.extend(["--package", library]);
+    }
+    let status =
+        Command::new(cargo()).args(&args).env("RUSTDOCFLAGS", "-D warnings").status().context("running cargo doc")?;
+    if !status.success() {
+        bail!("cargo doc of the library crates failed ({status})");
+    }
+    Ok(())
 }
 
 fn step(what: &str, args: &[&str]) -> anyhow::Result<()> {
@@ -78,9 +115,15 @@ pub(crate) fn check_layers() -> anyhow::Result<()> {
             broken.push(format!("{krate} has a layer but is not a workspace member"));
             continue;
         }
-        let graph = dependencies(krate)?;
+        let graph = dependencies(krate, &[])?;
         for name in forbidden.iter().filter(|name| graph.contains(**name)) {
             broken.push(format!("{krate} depends on {name}: {why}"));
+        }
+    }
+    for (krate, forbidden, why) in WITHOUT_DEFAULT_FEATURES {
+        let graph = dependencies(krate, &["--no-default-features"])?;
+        for name in forbidden.iter().filter(|name| graph.contains(**name)) {
+            broken.push(format!("{krate} --no-default-features depends on {name}: {why}"));
         }
     }
     let packages: Vec<_> = workspace.members.into_iter().map(|member| member.package).collect();
@@ -134,10 +177,11 @@ impl Workspace {
     }
 }
 
-/// `krate`'s normal dependencies, transitively (`cargo tree -e normal`).
-fn dependencies(krate: &str) -> anyhow::Result<BTreeSet<String>> {
+/// `krate`'s normal dependencies, transitively (`cargo tree -e normal`, with `extra` flags).
+fn dependencies(krate: &str, extra: &[&str]) -> anyhow::Result<BTreeSet<String>> {
     let output = Command::new(cargo())
         .args(["tree", "--package", krate, "--prefix", "none", "--format", "{p}", "--edges", "normal"])
+        .args(extra)
         .output()
         .context("running cargo tree")?;
     if !output.status.success() {

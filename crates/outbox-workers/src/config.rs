@@ -14,7 +14,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::encoding::{DEFAULT_SOURCE, Encoder, Encoding};
 use crate::sink::check_id;
-use crate::sinks::{JsonlSink, NatsSink, RedisSink, WebhookSink};
+use crate::sinks::JsonlSink;
+#[cfg(feature = "nats")]
+use crate::sinks::NatsSink;
+#[cfg(feature = "redis")]
+use crate::sinks::RedisSink;
+#[cfg(feature = "webhook")]
+use crate::sinks::WebhookSink;
+#[cfg(any(feature = "nats", feature = "redis"))]
 use crate::template::Template;
 use crate::{Error, Result, Sink, SinkFilter, SinkSpec};
 
@@ -30,6 +37,28 @@ pub enum SinkKind {
     Redis,
     /// One JSON line per event appended to a file.
     Jsonl,
+}
+
+impl SinkKind {
+    /// The kind as `[[sinks]] kind` writes it, which is also the name of its crate feature.
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkKind::Webhook => "webhook",
+            SinkKind::Nats => "nats",
+            SinkKind::Redis => "redis",
+            SinkKind::Jsonl => "jsonl",
+        }
+    }
+
+    /// Whether this build holds the sink (its feature is on; `jsonl` always is).
+    pub fn is_built(self) -> bool {
+        match self {
+            SinkKind::Webhook => cfg!(feature = "webhook"),
+            SinkKind::Nats => cfg!(feature = "nats"),
+            SinkKind::Redis => cfg!(feature = "redis"),
+            SinkKind::Jsonl => true,
+        }
+    }
 }
 
 /// One `[[sinks]]` table.
@@ -163,7 +192,7 @@ impl SinkConfig {
                 format!("{tenant:?} must match ^[A-Za-z0-9._:-]{{1,128}}$"),
             ));
         }
-        if !(1..=outbox_pg::read::MAX_LIMIT).contains(&self.batch) {
+        if !(1..=outbox_pg::MAX_LIMIT).contains(&self.batch) {
             return Err(Error::config(self.key_name("batch"), "must be 1 to 1000"));
         }
         if self.max_attempts == 0 {
@@ -179,6 +208,9 @@ impl SinkConfig {
     }
 
     fn check_kind_keys(&self) -> Result<()> {
+        if !self.kind.is_built() {
+            return Err(self.not_built());
+        }
         let present = [
             ("url", self.url.is_some()),
             ("secret", self.secret.is_some()),
@@ -193,7 +225,7 @@ impl SinkConfig {
         for (key, kinds) in KIND_KEYS {
             let given = present.iter().any(|(name, set)| name == key && *set);
             if given && !kinds.contains(&self.kind) {
-                let kinds: Vec<String> = kinds.iter().map(|kind| format!("{kind:?}").to_lowercase()).collect();
+                let kinds: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
                 return Err(Error::config(self.key_name(key), format!("belongs to kind {}", kinds.join(" or "))));
             }
         }
@@ -208,6 +240,13 @@ impl SinkConfig {
             }
         }
         Ok(())
+    }
+
+    /// The refusal of a kind whose feature this build leaves out.
+    fn not_built(&self) -> Error {
+        let kind = self.kind.name();
+        let reason = format!("{kind:?} is not in this build: outbox-workers was compiled without its feature {kind:?}");
+        Error::config(self.key_name("kind"), reason)
     }
 
     /// The request timeout (`timeout_ms`, default 10 s).
@@ -226,6 +265,7 @@ impl SinkConfig {
     }
 
     /// Parses the template in `field` (`subject` or `key`), or `default` when it is absent.
+    #[cfg(any(feature = "nats", feature = "redis"))]
     pub(crate) fn template(&self, field: &str, given: Option<&str>, default: &str) -> Result<Template> {
         Template::parse(given.unwrap_or(default)).map_err(|reason| Error::config(self.key_name(field), reason))
     }
@@ -237,10 +277,15 @@ impl SinkConfig {
 pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
     config.validate()?;
     Ok(match config.kind {
+        #[cfg(feature = "webhook")]
         SinkKind::Webhook => Box::new(WebhookSink::from_config(config)?),
+        #[cfg(feature = "nats")]
         SinkKind::Nats => Box::new(NatsSink::from_config(config)?),
+        #[cfg(feature = "redis")]
         SinkKind::Redis => Box::new(RedisSink::from_config(config)?),
         SinkKind::Jsonl => Box::new(JsonlSink::from_config(config)?),
+        #[allow(unreachable_patterns, reason = "reached only when a sink's feature is off")]
+        _ => return Err(config.not_built()),
     })
 }
 
@@ -248,4 +293,41 @@ pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
 pub fn build_spec(config: &SinkConfig) -> Result<SinkSpec> {
     let sink = build_sink(config)?;
     Ok(SinkSpec { sink: sink.into(), filter: config.filter(), batch: config.batch, max_attempts: config.max_attempts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest table of `kind` that builds when its sink is in the build.
+    fn minimal(kind: SinkKind) -> SinkConfig {
+        let mut config = SinkConfig::new("s1", kind);
+        match kind {
+            SinkKind::Webhook => {
+                config.url = Some("https://example.com/hook".into());
+                config.secret = Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into());
+            }
+            SinkKind::Nats => config.url = Some("nats://127.0.0.1:4222".into()),
+            SinkKind::Redis => config.url = Some("redis://127.0.0.1:6379".into()),
+            SinkKind::Jsonl => config.path = Some(std::env::temp_dir().join("outbox-config-unit.jsonl")),
+        }
+        config
+    }
+
+    /// Run with the default features (every sink) and, in `cargo xtask ci`, without them.
+    #[test]
+    fn a_kind_builds_when_its_feature_is_on_and_is_refused_naming_it_when_off() {
+        assert!(SinkKind::Jsonl.is_built());
+        for kind in [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl] {
+            let built = build_sink(&minimal(kind));
+            if kind.is_built() {
+                assert!(built.is_ok(), "{kind:?}: {:?}", built.err());
+                continue;
+            }
+            let message = built.err().expect("a refusal").to_string();
+            let name = kind.name();
+            assert!(message.contains("sinks[s1].kind"), "{message}");
+            assert!(message.contains(&format!("without its feature {name:?}")), "{message}");
+        }
+    }
 }

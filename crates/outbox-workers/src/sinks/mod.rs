@@ -1,11 +1,21 @@
 //! The built-in sinks (SPEC §7.5): `webhook`, `nats`, `redis`, `jsonl`.
+//!
+//! `webhook`, `nats` and `redis` are each behind the crate feature of that name (all on by
+//! default); `jsonl` is always built. A `[[sinks]]` table of a kind left out of the build is
+//! refused by [`crate::config::build_spec`], naming the feature.
 
 mod jsonl;
+#[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "webhook")]
 mod webhook;
 
 pub use jsonl::JsonlSink;
+#[cfg(feature = "nats")]
 pub use nats::NatsSink;
+#[cfg(feature = "redis")]
 pub use redis::RedisSink;
+#[cfg(feature = "webhook")]
 pub use webhook::{WebhookSecret, WebhookSink, install_crypto_provider, parse_retry_after};
