@@ -16,8 +16,8 @@ use outbox_core::{Event, NewEvent, Position};
 use outbox_e2e::client::{get, post, request};
 use outbox_e2e::services::{nats_url, redis_url};
 use outbox_e2e::wait::until as wait_for;
-use outbox_pg::read::{ReadRequest, read};
 use outbox_pg::testkit::TestDb;
+use outbox_pg::{ReadRequest, read_page};
 use serde_json::{Value, json};
 
 use crate::support::{Process, SECRET, issue_token, run, text};
@@ -32,7 +32,7 @@ async fn publish(db: &TestDb, events: &[NewEvent]) -> Vec<Event> {
     let mut read_back = Vec::new();
     let mut request = ReadRequest::all().limit(1000);
     while read_back.len() < events.len() {
-        let page = read(&db.pool, &request).await.unwrap();
+        let page = read_page(&db.pool, &request).await.unwrap();
         request.after = Some(page.next_after);
         read_back.extend(page.events);
         if !page.more && read_back.len() < events.len() {
@@ -91,7 +91,7 @@ fn serve(db: &TestDb, roles: &str, config: &ConfigFile) -> (Process, SocketAddr)
 }
 
 async fn cursor_of(db: &TestDb, sink: &str) -> Option<Position> {
-    outbox_pg::cursor::load(&db.pool, "outbox", &format!("sink:{sink}")).await.unwrap()
+    outbox_pg::internal::cursor::load(&db.pool, "outbox", &format!("sink:{sink}")).await.unwrap()
 }
 
 /// Runs sink `id` of `config` in a server process until it has delivered at least `batch`
@@ -120,7 +120,7 @@ async fn kill_between_delivery_and_record<F: Future<Output = usize>>(
     let status = doomed.signal_and_wait("KILL", Duration::from_secs(10));
     assert!(!status.success(), "SIGKILL ends the process ({status})");
     lock.rollback().await.unwrap();
-    outbox_pg::clock::advance(&db.pool, Duration::from_secs(120)).await.unwrap();
+    outbox_pg::internal::clock::advance(&db.pool, Duration::from_secs(120)).await.unwrap();
 }
 
 /// Restarts the sinks and waits until sink `id` recorded `last`; then stops the process with
@@ -133,7 +133,8 @@ async fn restart_until_recorded(db: &TestDb, config: &ConfigFile, id: &str, last
     .await;
     let status = again.signal_and_wait("TERM", Duration::from_secs(30));
     assert!(status.success(), "SIGTERM exits 0 ({status})");
-    let lease = outbox_pg::lease::get(&db.pool, &format!("singleton:outbox-dispatch:{id}")).await.unwrap().unwrap();
+    let lease =
+        outbox_pg::internal::lease::get(&db.pool, &format!("singleton:outbox-dispatch:{id}")).await.unwrap().unwrap();
     assert!(!lease.held, "the lease is released on SIGTERM: {lease:?}");
 }
 

@@ -1,7 +1,7 @@
 //! `cargo xtask bench http`: what HTTP costs on top of the xmin read, side by side in one run.
 //!
 //! One tenant's events are read three ways from the same table, interleaved round by round:
-//! - the bare xmin query (`outbox_pg::read`) in pages of 1,000, straight from the pool;
+//! - the bare xmin query (`outbox_pg::read_page`) in pages of 1,000, straight from the pool;
 //! - `GET /events?limit=1000` pages over loopback HTTP, each page parsed back into events;
 //! - one `GET /watch` Server-Sent-Events stream over loopback, from the start to the last event.
 //!
@@ -20,7 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use outbox_core::{Event, NewEvent, Position};
 use outbox_http::{AuthError, Authorizer, BoxFuture, Grant, OutboxService, WatchOptions, scope};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::{ReadRequest, read_page};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -79,7 +79,8 @@ impl Authorizer for Everyone {
     }
 }
 
-const CONTENDERS: [&str; 3] = ["bare xmin query (outbox_pg::read)", "GET /events pages", "GET /watch (one SSE client)"];
+const CONTENDERS: [&str; 3] =
+    ["bare xmin query (outbox_pg::read_page)", "GET /events pages", "GET /watch (one SSE client)"];
 
 async fn bench(sides: &[Side], events: usize, rounds: usize) -> anyhow::Result<()> {
     let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -158,7 +159,7 @@ async fn bare(pool: &PgPool, events: usize) -> anyhow::Result<()> {
     let mut request = ReadRequest::tenant(TENANT).limit(PAGE);
     let mut seen = 0;
     while seen < events {
-        let page = read(pool, &request).await?;
+        let page = read_page(pool, &request).await?;
         seen += page.events.len();
         request.after = Some(page.next_after);
     }

@@ -1,13 +1,14 @@
 //! `cargo xtask explain`: the plans of the xmin reads on a large outbox.
 //!
 //! Fills a scratch database with `rows` events of 100 tenants in 100 transactions, then
-//! explains the global and the tenant read exactly as `outbox_pg::read` issues them, both
+//! explains the global and the tenant read exactly as `outbox_pg::read_page` issues them, both
 //! with the planner's custom plan and with the generic plan a cached prepared statement may
 //! switch to. Fails when a plan reads the outbox without an index or sorts it.
 
 use anyhow::{Context, bail};
 use outbox_core::{Pattern, Position};
-use outbox_pg::read::{HEAD_STATEMENT, MAX_LIMIT, ReadRequest, statement};
+use outbox_pg::internal::read::{HEAD_STATEMENT, statement};
+use outbox_pg::{MAX_LIMIT, ReadRequest};
 use serde_json::Value;
 
 use crate::services::{ScratchDatabase, postgres};

@@ -19,8 +19,8 @@ use http::header::{ACCEPT, HeaderMap};
 use http::request::Parts;
 use http::{Response, StatusCode};
 use outbox_core::{Event, Position};
-use outbox_pg::read::{MAX_LIMIT, ReadRequest, read};
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::{MAX_LIMIT, ReadRequest, read_page};
 use prost::Message;
 use serde::Serialize;
 
@@ -83,7 +83,7 @@ pub(crate) async fn fill_page(pool: &PgPool, mut request: ReadRequest) -> Result
     let mut examined = 0;
     loop {
         request.limit = limit - items.len();
-        let page = read(pool, &request).await.map_err(|e| ApiError::from_pg("reading a page of /events", e))?;
+        let page = read_page(pool, &request).await.map_err(|e| ApiError::from_pg("reading a page of /events", e))?;
         examined += request.rows_to_scan();
         items.extend(page.events);
         request.after = Some(page.next_after);

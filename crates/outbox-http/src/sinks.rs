@@ -19,7 +19,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use outbox_core::ErrorCode;
-use outbox_pg::dead_letter::DeadLetter;
+use outbox_pg::internal::dead_letter::DeadLetter;
 use serde::Serialize;
 
 use crate::auth::authorize_admin;

@@ -1,17 +1,23 @@
 //! Outbox on PostgreSQL.
 //!
-//! - [`migrate`]: the migration runner and the embedded SQL of owner `core` (SPEC §2).
-//! - [`publish()`] and [`publish_many()`]: write events into the caller's transaction (SPEC §3.1).
-//! - [`read`]: the xmin read, the one way every reader takes rows from the outbox (SPEC §4).
-//! - [`head`]: the head read once for every caller asking at the same time.
-//! - [`retention`]: which cursors hold the outbox, and the small deletes of retention (SPEC §9).
-//! - [`revocation`]: the rows of `outbox_revocations` that close streams in every process.
-//! - [`inspect`]: long transactions, the xmin horizon's age and expired leases, for the doctor.
-//! - [`tail`]: the shared tail, one reader per process for every live consumer, and the
-//!   [`Follower`](tail::Follower) that catches a consumer up and joins it to the tail (SPEC §5.6).
-//! - [`pool`]: the pool options every outbox process uses (no ping per checkout).
-//! - [`embedded`]: a throwaway or persistent PostgreSQL from the machine's own binaries.
-//! - `testkit` (feature `testkit`): a fresh, migrated database per test.
+//! # What an application uses
+//!
+//! | item | what |
+//! |---|---|
+//! | [`publish()`], [`publish_many()`] | write events into the caller's own transaction (SPEC §3.1) |
+//! | [`Publisher`] | the same with other limits, or refusing types outside a catalog |
+//! | [`Migrator`], [`Migration`] | the schema: owner `core`'s migrations, and the application's own beside them ([`migrate`]) |
+//! | [`pool::options`] | the pool settings every Outbox process uses |
+//! | [`read_page`], [`ReadRequest`], [`ReadPage`] | the xmin read: one page of committed events after a position (SPEC §4) |
+//! | [`Tail`], [`TailOptions`] | the shared tail, one reader per process for every live consumer ([`tail`], SPEC §5.6) |
+//! | [`Error`], [`Result`] | what fails, with the API error code it maps to |
+//! | [`sqlx`] | the sqlx this crate is built on (0.9): take it from here, and the versions match |
+//!
+//! Beside them: [`embedded`], a throwaway or persistent PostgreSQL from the machine's own
+//! binaries (what `outbox dev` runs), and `testkit` (feature `testkit`), a fresh, migrated
+//! database per test. [`internal`] holds what the sibling crates (`outbox-http`,
+//! `outbox-workers`, `outbox-server`) build on: leases, cursors, dead letters, retention,
+//! revocation, the shared head, the database clock.
 //!
 //! **Architecture invariant:** this crate knows the database and nothing of
 //! HTTP: it never depends on hyper, http or any server crate, and never on
@@ -30,21 +36,13 @@
 //! # Ok(()) }
 //! ```
 
-pub mod clock;
-pub mod cursor;
-pub mod dead_letter;
 pub mod embedded;
 mod error;
-pub mod head;
-pub mod inspect;
-pub mod lease;
+pub mod internal;
 pub mod migrate;
 pub mod pool;
 mod publish;
-pub mod read;
-pub mod retention;
-pub mod revocation;
-pub mod sink_health;
+mod read;
 pub mod tail;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -53,8 +51,8 @@ mod xid8;
 pub use error::{Error, Result};
 pub use migrate::{Migration, Migrator};
 pub use publish::{Publisher, publish, publish_many};
-pub use read::{ReadPage, ReadRequest, read};
-pub use xid8::Xid8;
+pub use read::{MAX_LIMIT, ReadPage, ReadRequest, read_page};
+pub use tail::{Tail, TailOptions};
 
 pub use outbox_core as core;
 pub use sqlx;

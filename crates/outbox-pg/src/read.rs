@@ -20,8 +20,8 @@ use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgRow, PgValueFormat, PgValueRef};
 use sqlx::{AssertSqlSafe, Decode, PgExecutor, PgPool, Postgres, Row as _};
 
-use crate::xid8::{position, seq_column};
-use crate::{Error, Result, Xid8};
+use crate::xid8::{Xid8, position, seq_column};
+use crate::{Error, Result};
 
 /// The most events one read returns (the history API's own maximum).
 pub const MAX_LIMIT: usize = 1_000;
@@ -149,8 +149,15 @@ pub fn complete_through(next_after: Position, more: bool, xmin: u64) -> Position
     if more { next_after } else { next_after.max(Position::new(xmin, 0)) }
 }
 
-/// Reads committed events with the xmin rule; see the module documentation.
-pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> Result<ReadPage> {
+/// One page of committed events after `request`'s position, with the xmin rule (SPEC §4).
+///
+/// It takes only rows of transactions older than its snapshot's xmin, all of which have
+/// finished, ordered by `(txid, seq)`: no event can ever commit at or before a position
+/// once a page handed it out, so resuming after [`ReadPage::next_after`] skips nothing.
+/// The price is latency: a row becomes visible only when every older transaction has
+/// finished. A filtered read examines at most [`ReadRequest::scan_limit`] rows and still
+/// advances [`ReadPage::next_after`] past the rows its filter skipped.
+pub async fn read_page<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> Result<ReadPage> {
     if !(1..=MAX_LIMIT).contains(&request.limit) {
         return Err(Error::InvalidRequest(format!("limit must be 1 to {MAX_LIMIT} (got {})", request.limit)));
     }
@@ -174,11 +181,11 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
     }
 }
 
-/// Reads like [`read`], and a page that reaches the visible end without an event also moves
+/// Reads like [`read_page`], and a page that reaches the visible end without an event also moves
 /// [`ReadPage::next_after`] up to the [`head`]: a consumer that follows one tenant need not
 /// walk the other tenants' rows to keep up.
 ///
-/// A read without a tenant already ends at the last row it examined, so it is [`read`]
+/// A read without a tenant already ends at the last row it examined, so it is [`read_page`]
 /// itself. A tenant's read walks `outbox_tenant_cursor` and sees only that tenant's rows, so
 /// its page ends at the tenant's last row; this one then takes the head in the same
 /// snapshot, and every row up to it was visible to the page's read and none was the
@@ -199,11 +206,11 @@ pub async fn read<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest) -> R
 /// its own when the caller may go away).
 pub async fn read_to_head(pool: &PgPool, request: &ReadRequest) -> Result<ReadPage> {
     if request.tenant_id.is_none() {
-        return read(pool, request).await;
+        return read_page(pool, request).await;
     }
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
-    let mut page = read(&mut *tx, request).await?;
+    let mut page = read_page(&mut *tx, request).await?;
     if page.events.is_empty() && !page.more {
         page.next_after = page.next_after.max(head(&mut *tx).await?);
     }
@@ -221,7 +228,7 @@ pub async fn head<'e>(executor: impl PgExecutor<'e>) -> Result<Position> {
     Ok(row.map_or(Position::START, |(txid, seq)| position(txid, seq)))
 }
 
-/// The statement [`read`] runs for this request's shape (public for `EXPLAIN`).
+/// The statement [`read_page`] runs for this request's shape (public for `EXPLAIN`).
 ///
 /// Binds: `$1` after txid (`xid8`), `$2` after seq, `$3` rows to scan, `$4` events to
 /// return plus one, `$5` tenant, `$6` LIKE patterns, `$7` subject. Only fixed fragments

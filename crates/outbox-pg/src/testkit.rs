@@ -24,12 +24,13 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection, PgConnection, PgPool};
 
 use outbox_core::{Event, Position};
 
-use crate::cursor::OUTBOX_STREAM;
+use crate::Result;
 use crate::embedded::{EmbeddedOptions, EmbeddedPostgres};
+use crate::internal::cursor::OUTBOX_STREAM;
 use crate::migrate::Migrator;
-use crate::read::{MAX_LIMIT, ReadRequest, head, read};
+use crate::read::{MAX_LIMIT, ReadRequest, head, read_page};
+use crate::xid8::Xid8;
 use crate::xid8::{position, seq_column};
-use crate::{Result, Xid8};
 
 /// Where the test server is: a URL to its `postgres` database.
 struct Server {
@@ -166,7 +167,7 @@ pub async fn read_to_end(pool: &PgPool, request: &ReadRequest) -> Result<Vec<Eve
     let mut request = request.clone().limit(MAX_LIMIT);
     let mut all = Vec::new();
     loop {
-        let page = read(pool, &request).await?;
+        let page = read_page(pool, &request).await?;
         all.extend(page.events);
         request.after = Some(page.next_after);
         if !page.more {

@@ -9,7 +9,7 @@ use sqlx::{Decode, Encode, Postgres, Type};
 
 /// A PostgreSQL `xid8` value (OID 5069), bound and decoded in binary as an unsigned 64-bit number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Xid8(pub u64);
+pub(crate) struct Xid8(pub(crate) u64);
 
 const XID8_OID: Oid = Oid(5069);
 

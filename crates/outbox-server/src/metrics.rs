@@ -160,7 +160,7 @@ fn retention(state: &AppState, out: &mut Exposition) {
 }
 
 async fn xmin(state: &AppState, out: &mut Exposition) -> bool {
-    match outbox_pg::inspect::xmin_horizon_age(&state.pool).await {
+    match outbox_pg::internal::inspect::xmin_horizon_age(&state.pool).await {
         Ok(age) => {
             out.one(
                 "outbox_xmin_horizon_age_seconds",

@@ -72,7 +72,7 @@ fn selector_of(kind: &str, value: String) -> Option<Selector> {
 /// Records a revocation for every process to act on.
 pub async fn record(pool: &PgPool, selector: &Selector, reason: &str) -> Result<(), outbox_pg::Error> {
     let (kind, value) = kind_and_value(selector);
-    outbox_pg::revocation::record(pool, kind, value, reason).await?;
+    outbox_pg::internal::revocation::record(pool, kind, value, reason).await?;
     Ok(())
 }
 
@@ -177,7 +177,7 @@ impl Poller {
 
     /// One read: applies the rows not seen yet; closes their streams when `close`.
     pub async fn poll(&mut self, close: bool) -> Result<usize, outbox_pg::Error> {
-        let rows = outbox_pg::revocation::recent(&self.pool, self.max_id).await?;
+        let rows = outbox_pg::internal::revocation::recent(&self.pool, self.max_id).await?;
         let mut closed = 0;
         for row in rows.iter().filter(|row| !self.seen.contains(&row.id)) {
             let Some(selector) = selector_of(&row.kind, row.value.clone()) else { continue };

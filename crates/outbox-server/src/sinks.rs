@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use outbox_core::ErrorCode;
 use outbox_http::{ApiError, BoxFuture, DeadLetterPage, SinkAdmin};
-use outbox_pg::dead_letter::{self, DeadLetter, ListRequest};
+use outbox_pg::internal::dead_letter::{self, DeadLetter, ListRequest};
 use outbox_pg::sqlx::PgPool;
 use outbox_workers::config::{SinkConfig, build_spec};
 use outbox_workers::{Dispatcher, DispatcherConfig, Error, Result, SinkSpec, SinkStatus, sink_status};

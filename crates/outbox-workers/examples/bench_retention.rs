@@ -20,9 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_core::{NewEvent, Position};
-use outbox_pg::read::{ReadRequest, read};
 use outbox_pg::sqlx::{self, PgPool};
 use outbox_pg::testkit::{TestDb, set_cursor};
+use outbox_pg::{ReadRequest, read_page};
 use outbox_workers::retention::{RetentionConfig, pass};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -47,7 +47,7 @@ async fn main() {
     set_cursor(&pool, "sink:ahead", head).await.expect("a cursor");
     set_cursor(&pool, "sink:lagging", lagging).await.expect("a cursor");
     sqlx::query("VACUUM ANALYZE outbox").execute(&pool).await.unwrap();
-    outbox_pg::clock::advance(&pool, Duration::from_secs(7200)).await.unwrap();
+    outbox_pg::internal::clock::advance(&pool, Duration::from_secs(7200)).await.unwrap();
     let middle = position_at(&pool, rows * 8 / 10).await;
 
     let before = measure(&pool, middle, Load::For(QUIET)).await;
@@ -180,7 +180,7 @@ async fn measure(pool: &PgPool, middle: Position, load: Load) -> Measured {
     tasks.push(tokio::spawn(async move {
         while !reader_stop.load(Ordering::Relaxed) {
             let started = Instant::now();
-            read(&reader_pool, &ReadRequest::all().after(Some(middle)).limit(100)).await.unwrap();
+            read_page(&reader_pool, &ReadRequest::all().after(Some(middle)).limit(100)).await.unwrap();
             reader_samples.lock().read.0.push(started.elapsed().as_secs_f64() * 1e3);
         }
     }));

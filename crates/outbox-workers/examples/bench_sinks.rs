@@ -42,12 +42,12 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, message::PublishMessage, stream};
 use outbox_core::{Event, NewEvent, Position};
-use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved};
-use outbox_pg::lease;
-use outbox_pg::read::{ReadPage, ReadRequest, read};
+use outbox_pg::internal::cursor::{self, Durability, OUTBOX_STREAM, Saved};
+use outbox_pg::internal::lease;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::sqlx::postgres::PgConnectOptions;
 use outbox_pg::testkit::TestDb;
+use outbox_pg::{ReadPage, ReadRequest, read_page};
 use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
 use outbox_workers::encoding::Encoder;
 use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig};
@@ -348,8 +348,8 @@ fn xadds(tag: &str, events: &[Event], encoder: &Encoder) -> redis::Pipeline {
 }
 
 /// One page of 1,000 events after `after`.
-async fn read_page(pool: PgPool, after: Option<Position>) -> ReadPage {
-    read(&pool, &ReadRequest::all().after(after).limit(1_000)).await.expect("read")
+async fn fetch_page(pool: PgPool, after: Option<Position>) -> ReadPage {
+    read_page(&pool, &ReadRequest::all().after(after).limit(1_000)).await.expect("read")
 }
 
 /// Publishes `count` events and returns them as the outbox reads them.
@@ -368,7 +368,7 @@ async fn publish(pool: &PgPool, count: usize) -> Vec<Event> {
     let mut events = Vec::with_capacity(count);
     let mut request = ReadRequest::all().limit(1_000);
     while events.len() < count {
-        let page = read(pool, &request).await.expect("read");
+        let page = read_page(pool, &request).await.expect("read");
         request.after = Some(page.next_after);
         let caught_up = !page.more;
         events.extend(page.events);
@@ -583,13 +583,13 @@ impl Bench {
             .await
             .expect("acquiring the relay's lease")
             .expect("a fresh lease is free");
-        let mut next = Some(tokio::spawn(read_page(pool.clone(), None)));
+        let mut next = Some(tokio::spawn(fetch_page(pool.clone(), None)));
         let mut saving: Option<tokio::task::JoinHandle<()>> = None;
         let mut relayed = 0;
         while let Some(reading) = next.take() {
             let page = reading.await.expect("read task");
             if page.more {
-                next = Some(tokio::spawn(read_page(pool.clone(), Some(page.next_after))));
+                next = Some(tokio::spawn(fetch_page(pool.clone(), Some(page.next_after))));
             }
             relayed += page.events.len();
             for chunk in page.events.chunks(self.batch) {

@@ -21,8 +21,9 @@
 
 use std::time::Duration;
 
+use outbox_pg::Migrator;
+use outbox_pg::internal::{dead_letter, inspect, retention};
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::{Migrator, dead_letter, inspect, retention};
 use serde::Serialize;
 
 use crate::{SinkFilter, SinkState, sink_status};

@@ -1,6 +1,6 @@
 //! Replaying a dead letter: deliver it again, and mark it replayed on success (SPEC §7.4).
 
-use outbox_pg::dead_letter;
+use outbox_pg::internal::dead_letter;
 use outbox_pg::sqlx::PgPool;
 
 use crate::{Error, Result, Sink};

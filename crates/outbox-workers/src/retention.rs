@@ -5,7 +5,7 @@
 //! holds it, runs one [`pass`]. A pass deletes rows that every holding durable cursor of
 //! the outbox has passed and that are older than `min_age` by `compute_now()`, in
 //! statements of at most `batch` rows and at most `max_rounds` statements, so a backlog
-//! drains over several passes and no statement runs long (see `outbox_pg::retention` for
+//! drains over several passes and no statement runs long (see `outbox_pg::internal::retention` for
 //! the SQL and its locks).
 //!
 //! - No holding cursor → nothing is pruned: without a durable consumer nobody said what
@@ -25,14 +25,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use outbox_core::Position;
-use outbox_pg::lease::{self, Lease};
-use outbox_pg::retention::{self, HoldingCursor, LEASE};
+use outbox_pg::internal::lease::{self, Lease};
+use outbox_pg::internal::retention::{self, HoldingCursor, LEASE};
 use outbox_pg::sqlx::PgPool;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use outbox_pg::retention::Holders;
+pub use outbox_pg::internal::retention::Holders;
 
 use crate::{Error, Result};
 

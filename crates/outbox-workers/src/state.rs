@@ -8,10 +8,10 @@
 //! what it knows at once ([`LocalState`]): whether it is delivering or idle right now.
 
 use outbox_core::{Position, millis};
-use outbox_pg::cursor::{self, OUTBOX_STREAM, sink_name};
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
+use outbox_pg::internal::cursor::{self, OUTBOX_STREAM, sink_name};
+use outbox_pg::internal::{dead_letter, lease, sink_health};
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::{dead_letter, lease, sink_health};
 use serde::Serialize;
 use time::OffsetDateTime;
 

@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use outbox_core::{Event, Pattern};
-use outbox_pg::read::{ReadRequest, head};
+use outbox_pg::ReadRequest;
+use outbox_pg::internal::read::head;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::{Follower, Tail};
 use tokio::task::JoinHandle;

@@ -22,8 +22,8 @@ use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use outbox_core::{ErrorCode, Pattern, Position};
-use outbox_pg::head::SharedHead;
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
+use outbox_pg::internal::head::SharedHead;
 use outbox_pg::tail::Tail;
 
 pub use options::WatchOptions;

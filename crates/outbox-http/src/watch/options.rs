@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use outbox_pg::read::MAX_LIMIT;
+use outbox_pg::MAX_LIMIT;
 use outbox_pg::tail::TailOptions;
 use serde::Deserialize;
 

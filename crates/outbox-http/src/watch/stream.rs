@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use outbox_core::{ErrorCode, Position};
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::{Follower, SharedEvent, Tail};
 use tokio::sync::watch;

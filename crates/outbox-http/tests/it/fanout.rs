@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use outbox_core::{Event, NewEvent, Pattern, Position};
 use outbox_http::WatchOptions;
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::testkit::read_to_end;
 use rand::Rng;
@@ -246,7 +246,7 @@ async fn streams_joining_while_a_writer_publishes_miss_nothing() {
     let (set_target, target) = watch::channel(None::<(Position, Position)>);
     let mut streams = Vec::new();
     for i in 0..100 {
-        let start = outbox_pg::read::head(server.pool()).await.expect("the head");
+        let start = outbox_pg::internal::read::head(server.pool()).await.expect("the head");
         let filter = if i % 3 == 0 { "&types=node.*" } else { "" };
         let mut stream = server.watch(&format!("?cursor={start}{filter}"), "acme:read", &[]).await;
         let mut target = target.clone();

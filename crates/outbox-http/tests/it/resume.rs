@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use outbox_core::{Event, NewEvent, Pattern};
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::testkit::read_to_end;
 use rand::Rng;

@@ -7,7 +7,7 @@ use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use outbox_core::ErrorCode;
 use outbox_http::{ApiError, BoxFuture, DeadLetterPage, SinkAdmin, SinkRoutes};
-use outbox_pg::dead_letter::DeadLetter;
+use outbox_pg::internal::dead_letter::DeadLetter;
 use serde::Serialize;
 
 use crate::support::TestAuthorizer;

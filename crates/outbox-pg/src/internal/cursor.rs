@@ -32,11 +32,12 @@
 use outbox_core::Position;
 use sqlx::{AssertSqlSafe, PgExecutor, PgPool};
 
-use crate::dead_letter::{self, NewDeadLetter};
-use crate::lease::{Fenced, Lease, begin_fenced};
+use crate::Result;
+use crate::internal::dead_letter::{self, NewDeadLetter};
+use crate::internal::lease::{Fenced, Lease, begin_fenced};
 use crate::read::ReadRequest;
+use crate::xid8::Xid8;
 use crate::xid8::{position, seq_column};
-use crate::{Result, Xid8};
 
 /// The stream of every cursor over the `outbox` table.
 pub const OUTBOX_STREAM: &str = "outbox";
@@ -175,7 +176,7 @@ pub async fn save<'e>(
 /// # Locks and snapshot
 ///
 /// A read-committed transaction ([`begin_fenced`]): its first statement locks the lease row
-/// `FOR SHARE`, so a rival's [`crate::lease::acquire`] waits for the commit and then reads
+/// `FOR SHARE`, so a rival's [`crate::internal::lease::acquire`] waits for the commit and then reads
 /// this progress; the letter's upsert and the cursor's lock their rows until the commit.
 /// Each statement reads its own snapshot; the stored position reported by
 /// [`Saved::AlreadyPast`] is read after the upsert that did not move it, in the same
@@ -211,7 +212,7 @@ pub async fn save_with_letter(
 /// How many visible events matching `request`'s tenant and types lie after `request.after`
 /// (`None`: from the oldest row), counting at most `cap`: how far behind the head a cursor is.
 ///
-/// Uses the xmin rule, like [`crate::read()`]: events of transactions still open do not count.
+/// Uses the xmin rule, like [`crate::read_page`]: events of transactions still open do not count.
 pub async fn lag<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest, cap: u64) -> Result<u64> {
     let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $3" } else { "AND $3::text IS NULL" };
     let types = if request.like_patterns().is_some() { "AND topic LIKE ANY($4)" } else { "AND $4::text[] IS NULL" };

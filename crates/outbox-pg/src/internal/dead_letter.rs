@@ -35,9 +35,10 @@ use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgExecutor};
 use time::OffsetDateTime;
 
-use crate::lease::Fenced;
+use crate::Result;
+use crate::internal::lease::Fenced;
+use crate::xid8::Xid8;
 use crate::xid8::{position, seq_column};
-use crate::{Result, Xid8};
 
 /// A dead letter as stored; it serializes as the API and the CLI show it (camelCase, times
 /// in RFC 3339 UTC with milliseconds, `replayedAt` only once replayed).

@@ -24,7 +24,7 @@
 //! # Lifetime
 //!
 //! Expiry is judged by the database clock, `compute_now()`, never by the worker's
-//! own clock; tests move it with [`crate::clock::advance`]. A lease lives until it
+//! own clock; tests move it with [`crate::internal::clock::advance`]. A lease lives until it
 //! expires or is released: a worker that dies keeps it until `expires_at`, then
 //! anyone may take it. Holders renew well before expiry (a third of the TTL is
 //! usual).
@@ -182,8 +182,8 @@ pub async fn get<'e>(executor: impl PgExecutor<'e>, name: &str) -> Result<Option
 
 /// A transaction that began by proving `lease` is held (see the module documentation).
 ///
-/// It derefs to the connection, so any query can run in it; [`crate::cursor::advance`]
-/// and [`crate::dead_letter::record`] accept nothing else. Dropping it rolls back.
+/// It derefs to the connection, so any query can run in it; [`crate::internal::cursor::advance`]
+/// and [`crate::internal::dead_letter::record`] accept nothing else. Dropping it rolls back.
 pub struct Fenced {
     tx: Transaction<'static, Postgres>,
     lease: Lease,

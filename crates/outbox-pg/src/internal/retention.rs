@@ -34,9 +34,10 @@ use std::time::Duration;
 use outbox_core::Position;
 use sqlx::PgExecutor;
 
-use crate::cursor::OUTBOX_STREAM;
+use crate::Result;
+use crate::internal::cursor::OUTBOX_STREAM;
+use crate::xid8::Xid8;
 use crate::xid8::{position, seq_column};
-use crate::{Result, Xid8};
 
 /// The name of the lease the retention job holds.
 pub const LEASE: &str = "singleton:core.retention";

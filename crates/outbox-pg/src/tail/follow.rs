@@ -21,7 +21,7 @@
 //! follower per poll: the per-stream polling the tail replaces, kept as a baseline.
 //!
 //! The first read is its own, because a position given by a client is not known to be
-//! complete: only a read's `complete_through`, [`crate::read::head`] or a tail's position
+//! complete: only a read's `complete_through`, [`crate::internal::read::head`] or a tail's position
 //! is ([`Follower::complete_at_start`] skips that read for those).
 
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::{Filter, Member, SharedEvent, Tail};
 use crate::Result;
-use crate::read::{ReadRequest, read};
+use crate::read::{ReadRequest, read_page};
 
 /// One consumer's position in the outbox, fed by its own reads or by a shared [`Tail`].
 pub struct Follower {
@@ -88,7 +88,7 @@ impl Follower {
 
     /// Declares the start complete for every tenant (no row can ever appear at or before
     /// it), so the follower may join the tail without a first read of its own: true of
-    /// [`crate::read::head`], of a tail's [`Tail::position`], and of the later of the two.
+    /// [`crate::internal::read::head`], of a tail's [`Tail::position`], and of the later of the two.
     pub fn complete_at_start(mut self) -> Follower {
         self.bound = self.position;
         self.more = false;
@@ -132,7 +132,7 @@ impl Follower {
     /// outside `select!` so that a slow read is not restarted over and over.
     pub async fn read(&mut self) -> Result<Vec<Arc<SharedEvent>>> {
         self.request.after = Some(self.position);
-        let page = read(&self.pool, &self.request).await;
+        let page = read_page(&self.pool, &self.request).await;
         self.next_read = Instant::now() + self.poll;
         let page = page?;
         self.position = page.complete_through.max(self.position);

@@ -1,7 +1,7 @@
 //! The shared tail: one reader per process for every live stream and subscriber (SPEC §5.6).
 //!
 //! A [`Tail`] reads the outbox once for all its members: every `poll` it runs one xmin read
-//! ([`crate::read`]) across all tenants after its position, in `(txid, seq)` order, and
+//! ([`crate::read_page`]) across all tenants after its position, in `(txid, seq)` order, and
 //! hands each row to the members that want it through an index by tenant, then type
 //! ([`Filter`]). Members are what [`Tail::join`] returns: a bounded inbox that the tail
 //! fills and the member drains. Idle members cost no queries; a tail without members runs
@@ -11,7 +11,7 @@
 //!
 //! The tail's position is not merely the last row it read but how far it has handed out
 //! *everything*: after a read that reached the visible end, `(xmin, 0)` of that read's
-//! snapshot (see [`crate::read::complete_through`]). No row can ever appear at or before
+//! snapshot (see [`crate::internal::read::complete_through`]). No row can ever appear at or before
 //! it. A member that joins is given every row after the tail's position at that moment
 //! ([`Member::joined_at`]); the [`Follower`] that owns it reads on its own until its own
 //! complete-through position reaches that point, then skips what it already has. So a
@@ -43,7 +43,7 @@ use outbox_core::{Event, Position};
 use sqlx::PgPool;
 use tokio::sync::Notify;
 
-use crate::read::{MAX_LIMIT, ReadRequest, read};
+use crate::read::{MAX_LIMIT, ReadRequest, read_page};
 
 pub use follow::Follower;
 pub use index::Filter;
@@ -166,7 +166,7 @@ impl Tail {
     ///
     /// A tail without a position starts at `start`, which must be complete for *every*
     /// tenant, not only the caller's: `(snapshot_xmin, 0)` of the caller's last read
-    /// ([`ReadPage::snapshot_xmin`](crate::ReadPage::snapshot_xmin)), or [`crate::read::head`].
+    /// ([`ReadPage::snapshot_xmin`](crate::ReadPage::snapshot_xmin)), or [`crate::internal::read::head`].
     /// The member receives every matching row after [`Member::joined_at`]; rows up to it
     /// the caller reads on its own (as [`Follower`] does).
     ///
@@ -427,7 +427,7 @@ impl Reader {
         let request = ReadRequest::all().after(after).limit(shared.options.batch);
         let started = tokio::time::Instant::now();
         let next_read = started + shared.options.poll;
-        let result = read(&shared.pool, &request).await;
+        let result = read_page(&shared.pool, &request).await;
         let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         shared.read_micros.fetch_add(took, Ordering::Relaxed);
         shared.reads.fetch_add(1, Ordering::Relaxed);

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use outbox_pg::clock;
+use outbox_pg::internal::clock;
 use outbox_pg::sqlx::{self, Connection, PgConnection};
 use outbox_pg::testkit::TestDb;
 use time::OffsetDateTime;

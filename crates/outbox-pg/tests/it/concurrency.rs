@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use outbox_core::{Event, NewEvent};
 use outbox_pg::publish_many;
-use outbox_pg::read::{ReadRequest, read};
 use outbox_pg::testkit::TestDb;
+use outbox_pg::{ReadRequest, read_page};
 use rand::Rng;
 use serde_json::json;
 use std::sync::Mutex;
@@ -60,7 +60,7 @@ async fn a_paging_reader_sees_exactly_the_committed_events_once_in_order() {
     // The reader polls like a live stream does: at once while rows are waiting, else every 10 ms.
     let mut poll = tokio::time::interval(Duration::from_millis(10));
     while writers.iter().any(|w| !w.is_finished()) {
-        let page = read(&db.pool, &request).await.expect("read");
+        let page = read_page(&db.pool, &request).await.expect("read");
         request.after = Some(page.next_after);
         let caught_up = !page.more;
         reads_while_writing += usize::from(!page.events.is_empty());
@@ -80,7 +80,7 @@ async fn a_paging_reader_sees_exactly_the_committed_events_once_in_order() {
     // transactions on the same server end.
     let deadline = Instant::now() + Duration::from_secs(30);
     while seen.len() < committed.len() && Instant::now() < deadline {
-        let page = read(&db.pool, &request).await.expect("read");
+        let page = read_page(&db.pool, &request).await.expect("read");
         request.after = Some(page.next_after);
         let caught_up = !page.more;
         seen.extend(page.events);

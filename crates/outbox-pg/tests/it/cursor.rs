@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use outbox_core::{Pattern, Position};
-use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
-use outbox_pg::lease::{acquire, dispatch_name};
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
+use outbox_pg::internal::clock;
+use outbox_pg::internal::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
+use outbox_pg::internal::lease::{acquire, dispatch_name};
+use outbox_pg::publish_many;
 use outbox_pg::testkit::TestDb;
-use outbox_pg::{clock, publish_many};
 use serde_json::json;
 
 use crate::support::{event, read_until};

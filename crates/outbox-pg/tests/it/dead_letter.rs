@@ -3,12 +3,13 @@
 use std::time::Duration;
 
 use outbox_core::Event;
-use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
-use outbox_pg::dead_letter::{self, ListRequest, NewDeadLetter};
-use outbox_pg::lease::{Lease, acquire, begin_fenced, dispatch_name};
-use outbox_pg::read::ReadRequest;
+use outbox_pg::ReadRequest;
+use outbox_pg::internal::clock;
+use outbox_pg::internal::cursor::{self, Durability, OUTBOX_STREAM, Saved, sink_name};
+use outbox_pg::internal::dead_letter::{self, ListRequest, NewDeadLetter};
+use outbox_pg::internal::lease::{Lease, acquire, begin_fenced, dispatch_name};
+use outbox_pg::publish_many;
 use outbox_pg::testkit::TestDb;
-use outbox_pg::{clock, publish_many};
 
 use crate::support::{numbered, read_until};
 

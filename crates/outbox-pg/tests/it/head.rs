@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use outbox_core::NewEvent;
-use outbox_pg::head::SharedHead;
-use outbox_pg::read::head;
+use outbox_pg::internal::head::SharedHead;
+use outbox_pg::internal::read::head;
 use outbox_pg::testkit::{TestDb, newest_row, settle};
 use serde_json::json;
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use outbox_pg::clock;
-use outbox_pg::lease::{self, Lease, acquire, begin_fenced, dispatch_name, release, renew};
+use outbox_pg::internal::clock;
+use outbox_pg::internal::lease::{self, Lease, acquire, begin_fenced, dispatch_name, release, renew};
 use outbox_pg::testkit::TestDb;
 
 const TTL: Duration = Duration::from_secs(30);

@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use outbox_core::{Catalog, ErrorCode, Limits, NewEvent};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::internal::clock;
 use outbox_pg::testkit::TestDb;
-use outbox_pg::{Error, Publisher, clock, publish, publish_many};
+use outbox_pg::{Error, Publisher, publish, publish_many};
+use outbox_pg::{ReadRequest, read_page};
 use serde_json::json;
 
 use crate::support::{event, numbered, read_until};
@@ -123,7 +124,7 @@ async fn limits_are_configurable_and_strict_mode_refuses_uncatalogued_types() {
     let small = Publisher::new().with_limits(Limits { max_data_bytes: 16, ..Limits::default() });
     let error = small.publish(&db.pool, &event("node.joined", "acme", json!({"long": "0123456789"}))).await;
     assert!(error.unwrap_err().to_string().contains("at most 16 bytes"));
-    let strict = Publisher::new().strict(Catalog::builtin());
+    let strict = Publisher::new().strict(Catalog::control_plane());
     strict.publish(&db.pool, &event("reservation.active", "acme", json!({}))).await.unwrap();
     let error =
         strict.publish_many(&db.pool, &[numbered(0), event("billing.invoiced", "acme", json!({}))]).await.unwrap_err();
@@ -142,7 +143,7 @@ async fn a_rolled_back_transaction_publishes_nothing() {
     let events = read_until(&db.pool, ReadRequest::all(), 1).await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].data, json!({"n": 3}));
-    let page = read(&db.pool, &ReadRequest::all().after(events[0].sequence)).await.unwrap();
+    let page = read_page(&db.pool, &ReadRequest::all().after(events[0].sequence)).await.unwrap();
     assert!(page.events.is_empty() && !page.more);
 }
 
@@ -155,7 +156,7 @@ async fn the_catalogue_helper_passes_catalogued_types() {
     )
     .await
     .unwrap();
-    db.assert_all_catalogued(&Catalog::builtin()).await;
+    db.assert_all_catalogued(&Catalog::control_plane()).await;
 }
 
 #[tokio::test]
@@ -165,7 +166,7 @@ async fn the_catalogue_helper_names_uncatalogued_types() {
     publish_many(&db.pool, &[event("node.joined", "acme", json!({})), event("billing.invoiced", "acme", json!({}))])
         .await
         .unwrap();
-    db.assert_all_catalogued(&Catalog::builtin()).await;
+    db.assert_all_catalogued(&Catalog::control_plane()).await;
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use outbox_core::{Event, Pattern, Position};
-use outbox_pg::read::{ReadRequest, head, read, read_to_head};
+use outbox_pg::internal::read::{head, read_to_head};
 use outbox_pg::testkit::{TestDb, settle};
+use outbox_pg::{ReadRequest, read_page};
 use outbox_pg::{publish, publish_many};
 use serde_json::json;
 use sqlx::PgPool;
@@ -37,7 +38,7 @@ async fn the_commit_order_gap_loses_events_for_seq_readers_but_not_for_the_xmin_
     let naive_cursor = naive_first[0].0;
 
     // The xmin reader shows neither while A is open.
-    let while_open = read(&db.pool, &ReadRequest::all()).await.unwrap();
+    let while_open = read_page(&db.pool, &ReadRequest::all()).await.unwrap();
     assert!(while_open.events.is_empty(), "xmin read showed {:?} while A was open", while_open.events);
     assert_eq!(head(&db.pool).await.unwrap(), Position::START);
 
@@ -85,7 +86,7 @@ async fn hand_written_rows_read_field_by_field_and_a_broken_one_is_named() {
     settle(&db.pool, Duration::from_secs(20)).await;
     let requests = [ReadRequest::all(), ReadRequest::all().types([Pattern::parse("node.*").unwrap()])];
     for request in &requests {
-        let page = read(&db.pool, request).await.unwrap();
+        let page = read_page(&db.pool, request).await.unwrap();
         let [event] = &page.events[..] else { panic!("read {:?}", page.events) };
         assert_eq!(event.sequence, good_at);
         assert_eq!(event.id, "evt_01k5y3v0m6y8x7w5t4s3r2p1n0");
@@ -99,7 +100,7 @@ async fn hand_written_rows_read_field_by_field_and_a_broken_one_is_named() {
     let broken_at = Position::new(txid as u64, seq as u64);
     settle(&db.pool, Duration::from_secs(20)).await;
     for request in requests {
-        match read(&db.pool, &request.after(good_at)).await {
+        match read_page(&db.pool, &request.after(good_at)).await {
             Err(outbox_pg::Error::MalformedRow { position, reason }) => {
                 assert_eq!(position, broken_at);
                 assert!(reason.contains("lacks id"), "{reason}");
@@ -118,16 +119,16 @@ async fn the_tenant_is_part_of_the_query() {
     let all = read_until(&db.pool, ReadRequest::all(), 30).await;
     // A limit smaller than the tenant's rows: a filter applied after the query would return
     // fewer than 3 (the first 3 rows hold one acme event), the query filter returns 3.
-    let acme = read(&db.pool, &ReadRequest::tenant("acme").limit(3)).await.unwrap();
+    let acme = read_page(&db.pool, &ReadRequest::tenant("acme").limit(3)).await.unwrap();
     let ns: Vec<u64> = acme.events.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
     assert_eq!(ns, [0, 3, 6]);
     assert!(acme.more);
     assert_eq!(acme.next_after, all[6].sequence);
-    let rest = read(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after).limit(100)).await.unwrap();
+    let rest = read_page(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after).limit(100)).await.unwrap();
     assert_eq!(rest.events.len(), 7);
     assert!(rest.events.iter().all(|e| e.tenant_id == "acme"));
     assert!(!rest.more);
-    let nobody = read(&db.pool, &ReadRequest::tenant("nobody")).await.unwrap();
+    let nobody = read_page(&db.pool, &ReadRequest::tenant("nobody")).await.unwrap();
     assert!(nobody.events.is_empty() && !nobody.more);
 }
 
@@ -144,12 +145,12 @@ async fn a_tenant_read_to_the_head_passes_the_other_tenants_rows_after_its_last(
     let past = read_to_head(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after)).await.unwrap();
     assert!(past.events.is_empty() && !past.more);
     assert_eq!(past.next_after, all[2].sequence, "an empty page at the end moves to the head");
-    let plain = read(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after)).await.unwrap();
+    let plain = read_page(&db.pool, &ReadRequest::tenant("acme").after(acme.next_after)).await.unwrap();
     assert_eq!(plain.next_after, all[0].sequence, "the plain read stays at the tenant's last row");
     // Without a tenant both reads return the same page; their snapshots may differ (other
     // tests' transactions move the server's xmin between them), so those are not compared.
     let every = read_to_head(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap();
-    let plain = read(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap();
+    let plain = read_page(&db.pool, &ReadRequest::all().after(all[0].sequence)).await.unwrap();
     assert_eq!((&every.events, every.next_after, every.more), (&plain.events, plain.next_after, plain.more));
 }
 
@@ -163,7 +164,7 @@ async fn pages_follow_each_other_without_gap_or_repeat() {
     let mut sizes = Vec::new();
     let mut seen: Vec<Event> = Vec::new();
     loop {
-        let page = read(&db.pool, &request).await.unwrap();
+        let page = read_page(&db.pool, &request).await.unwrap();
         sizes.push((page.events.len(), page.more));
         seen.extend(page.events.clone());
         if !page.more {
@@ -190,7 +191,7 @@ async fn a_filter_that_matches_nothing_still_advances() {
     request.scan_limit = 50;
     let mut steps = Vec::new();
     loop {
-        let page = read(&db.pool, &request).await.unwrap();
+        let page = read_page(&db.pool, &request).await.unwrap();
         assert!(page.events.is_empty());
         assert!(page.next_after > request.after.unwrap_or(Position::START) || !page.more);
         steps.push(page.next_after);
@@ -215,14 +216,14 @@ async fn patterns_and_subject_filter_after_the_tenant() {
     publish_many(&db.pool, &batch).await.unwrap();
     read_until(&db.pool, ReadRequest::all(), 40).await;
     let patterns = [Pattern::parse("reservation.*").unwrap(), Pattern::parse("node.gpu.*").unwrap()];
-    let page = read(&db.pool, &ReadRequest::tenant("acme").types(patterns).limit(100)).await.unwrap();
+    let page = read_page(&db.pool, &ReadRequest::tenant("acme").types(patterns).limit(100)).await.unwrap();
     let types: Vec<&str> = page.events.iter().map(|e| e.event_type.as_str()).collect();
     assert_eq!(types.len(), 20);
     assert!(types.iter().all(|t| *t == "reservation.active" || *t == "node.gpu.missing"), "{types:?}");
-    let subject = read(&db.pool, &ReadRequest::tenant("acme").subject("thing/t0")).await.unwrap();
+    let subject = read_page(&db.pool, &ReadRequest::tenant("acme").subject("thing/t0")).await.unwrap();
     let ns: Vec<u64> = subject.events.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
     assert_eq!(ns, [0, 10, 20, 30]);
-    let star = read(&db.pool, &ReadRequest::all().types([Pattern::all()]).limit(100)).await.unwrap();
+    let star = read_page(&db.pool, &ReadRequest::all().types([Pattern::all()]).limit(100)).await.unwrap();
     assert_eq!(star.events.len(), 40);
 }
 
@@ -234,7 +235,7 @@ async fn patterns_in_sql_select_exactly_what_pattern_matches_selects() {
     read_until(&db.pool, ReadRequest::all(), types.len()).await;
     for pattern in ["node.a-b", "node.*", "node*", "*.a", "*node*", "node.a*b", "*", "a.b", "node.*.missing", "x.*"] {
         let pattern = Pattern::parse(pattern).unwrap();
-        let page = read(&db.pool, &ReadRequest::all().types([pattern.clone()]).limit(100)).await.unwrap();
+        let page = read_page(&db.pool, &ReadRequest::all().types([pattern.clone()]).limit(100)).await.unwrap();
         let got: Vec<&str> = page.events.iter().map(|e| e.event_type.as_str()).collect();
         let expected: Vec<&str> = types.iter().copied().filter(|t| pattern.matches(t)).collect();
         assert_eq!(got, expected, "pattern {pattern}");
@@ -252,7 +253,7 @@ async fn a_filtered_read_that_fills_its_limit_continues_after_its_last_event() {
     let mut request = ReadRequest::all().types([Pattern::parse("reservation.*").unwrap()]).limit(10);
     let mut pages = Vec::new();
     loop {
-        let page = read(&db.pool, &request).await.unwrap();
+        let page = read_page(&db.pool, &request).await.unwrap();
         let ns: Vec<u64> = page.events.iter().map(|e| e.data.value()["n"].as_u64().unwrap()).collect();
         if let Some(last) = page.events.last() {
             assert!(page.next_after >= last.sequence);
@@ -275,15 +276,15 @@ async fn a_pruned_position_continues_with_the_oldest_row_still_there() {
     publish_many(&db.pool, &(0..10).map(numbered).collect::<Vec<_>>()).await.unwrap();
     let all = read_until(&db.pool, ReadRequest::all(), 10).await;
     sqlx::query("DELETE FROM outbox WHERE (payload->'data'->>'n')::int < 6").execute(&db.pool).await.unwrap();
-    let page = read(&db.pool, &ReadRequest::all().after(all[2].sequence)).await.unwrap();
+    let page = read_page(&db.pool, &ReadRequest::all().after(all[2].sequence)).await.unwrap();
     assert_eq!(positions(&page.events), positions(&all[6..]));
 }
 
 #[tokio::test]
 async fn the_limit_is_checked() {
     let db = TestDb::new().await;
-    for limit in [0, outbox_pg::read::MAX_LIMIT + 1] {
-        let error = read(&db.pool, &ReadRequest::all().limit(limit)).await.unwrap_err();
+    for limit in [0, outbox_pg::MAX_LIMIT + 1] {
+        let error = read_page(&db.pool, &ReadRequest::all().limit(limit)).await.unwrap_err();
         assert_eq!(error.code(), outbox_core::ErrorCode::InvalidInput, "{limit}");
     }
 }

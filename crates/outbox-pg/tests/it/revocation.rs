@@ -1,6 +1,6 @@
 //! Revocations: recorded, and read again with a minute of lookback.
 
-use outbox_pg::revocation::{self, Revocation};
+use outbox_pg::internal::revocation::{self, Revocation};
 use outbox_pg::testkit::TestDb;
 use outbox_pg::{Migration, Migrator};
 
@@ -27,7 +27,7 @@ async fn revocations_are_read_above_an_id_and_over_the_last_minute() {
     assert_eq!(selectors(&all), [(first, "session", "ses_1", "signed out"), (second, "tenant_any_agent", "acme", "")]);
     assert_eq!(revocation::recent(&db.pool, second).await.unwrap(), all, "the last minute is read again");
 
-    outbox_pg::clock::advance(&db.pool, std::time::Duration::from_secs(61)).await.unwrap();
+    outbox_pg::internal::clock::advance(&db.pool, std::time::Duration::from_secs(61)).await.unwrap();
     assert_eq!(selectors(&revocation::recent(&db.pool, first).await.unwrap()), [selectors(&all)[1]]);
     assert!(revocation::recent(&db.pool, second).await.unwrap().is_empty());
 }

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use outbox_core::{Event, NewEvent, Position};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::{ReadRequest, read_page};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -25,7 +25,7 @@ pub(crate) async fn read_until(pool: &PgPool, mut request: ReadRequest, want: us
     let mut poll = tokio::time::interval(Duration::from_millis(20));
     let mut seen = Vec::new();
     while seen.len() < want && Instant::now() < deadline {
-        let page = read(pool, &request).await.expect("read");
+        let page = read_page(pool, &request).await.expect("read");
         request.after = Some(page.next_after);
         let caught_up = !page.more;
         seen.extend(page.events);

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_core::{Event, NewEvent, Pattern, Position};
-use outbox_pg::read::{ReadRequest, head};
+use outbox_pg::ReadRequest;
+use outbox_pg::internal::read::head;
 use outbox_pg::tail::{Follower, Tail, TailOptions};
 use outbox_pg::testkit::{TestDb, read_to_end, settle};
 use rand::Rng;

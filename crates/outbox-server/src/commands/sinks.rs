@@ -10,7 +10,7 @@ use crate::cli::{DeadLettersActArgs, DeadLettersListArgs, Format, SinksListArgs}
 use crate::config::{Config, ConfigError, Overrides};
 use crate::sinks::{MAX_PAGE, Sinks};
 use crate::terminal::{json_line, print_table, terminal_safe as escape};
-use outbox_pg::dead_letter::DeadLetter;
+use outbox_pg::internal::dead_letter::DeadLetter;
 
 /// `outbox sinks list`.
 pub async fn list(args: SinksListArgs) -> anyhow::Result<()> {

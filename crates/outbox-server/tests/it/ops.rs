@@ -7,9 +7,10 @@ use std::time::Duration;
 use outbox_core::{Event, NewEvent, Position};
 use outbox_e2e::client::{get, watch};
 use outbox_e2e::wait::until;
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::internal::clock;
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::{clock, testkit::TestDb};
+use outbox_pg::testkit::TestDb;
+use outbox_pg::{ReadRequest, read_page};
 use outbox_workers::retention::{RetentionConfig, pass};
 use serde_json::json;
 
@@ -122,7 +123,7 @@ async fn publish(pool: &PgPool, n: usize) -> Vec<Event> {
     let mut tx = pool.begin().await.unwrap();
     outbox_pg::publish_many(&mut *tx, &events).await.unwrap();
     tx.commit().await.unwrap();
-    let visible = || async { read(pool, &ReadRequest::all().limit(1000)).await.unwrap().events };
+    let visible = || async { read_page(pool, &ReadRequest::all().limit(1000)).await.unwrap().events };
     until("the events to become visible", Duration::from_secs(30), || async { visible().await.len() >= n }).await;
     visible().await
 }
@@ -204,7 +205,7 @@ async fn the_retention_role_prunes_and_counts() {
     settings.roles = outbox_server::config::Roles::parse("retention", "test").unwrap();
     let server = TestServer::start(&db, settings).await;
     until("retention to prune", Duration::from_secs(30), || async {
-        read(&db.pool, &ReadRequest::all()).await.unwrap().events.is_empty()
+        read_page(&db.pool, &ReadRequest::all()).await.unwrap().events.is_empty()
     })
     .await;
     let samples = scrape(&server).await;

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::Pattern;
-use outbox_pg::read::MAX_LIMIT;
+use outbox_pg::MAX_LIMIT;
 use outbox_pg::sqlx::PgPool;
 use parking_lot::Mutex;
 use tokio::sync::watch;

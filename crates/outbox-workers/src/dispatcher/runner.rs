@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
-use outbox_pg::cursor::sink_name;
-use outbox_pg::lease::{Lease, dispatch_name};
-use outbox_pg::read::{MAX_LIMIT, ReadPage, ReadRequest, read, read_to_head};
-use outbox_pg::sink_health;
+use outbox_pg::internal::cursor::sink_name;
+use outbox_pg::internal::lease::{Lease, dispatch_name};
+use outbox_pg::internal::read::read_to_head;
+use outbox_pg::internal::sink_health;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::{MAX_LIMIT, ReadPage, ReadRequest, read_page};
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -312,7 +313,7 @@ impl Runner {
     async fn next_event_after(&self, position: Position) -> Result<Option<Event>, outbox_pg::Error> {
         let mut after = position;
         loop {
-            let page: ReadPage = read(&self.pool, &self.request(Some(after), 1)).await?;
+            let page: ReadPage = read_page(&self.pool, &self.request(Some(after), 1)).await?;
             if let Some(event) = page.events.into_iter().next() {
                 return Ok(Some(event));
             }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use outbox_core::Event;
-use outbox_pg::dead_letter::{self, ListRequest};
+use outbox_pg::internal::dead_letter::{self, ListRequest};
 use outbox_workers::{Activity, BackoffPolicy, Clock, Dispatcher, DispatcherConfig, Error, SinkError, SinkSpec};
 
 use crate::support::{

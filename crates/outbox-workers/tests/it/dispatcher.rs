@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use outbox_core::{Event, NewEvent, Pattern, Position};
-use outbox_pg::lease::{self, dispatch_name};
+use outbox_pg::internal::lease::{self, dispatch_name};
 use outbox_workers::{Dispatcher, DispatcherConfig, Sink, SinkError, SinkFilter, SinkSpec, SinkState, sink_status};
 use serde_json::json;
 use tokio::sync::Notify;

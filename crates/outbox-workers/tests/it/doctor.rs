@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use outbox_pg::Migrator;
+use outbox_pg::internal::{clock, lease};
 use outbox_pg::sqlx;
-use outbox_pg::{Migrator, clock, lease};
 use outbox_workers::SinkFilter;
 use outbox_workers::doctor::{DoctorConfig, Finding, Severity, Thresholds, self_check};
 use outbox_workers::retention::Holders;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer};
 use futures_util::StreamExt;
 use outbox_core::{Event, NewEvent, Position};
-use outbox_pg::clock;
+use outbox_pg::internal::clock;
 use outbox_workers::config::{SinkConfig, SinkKind, build_sink};
 use outbox_workers::{Dispatcher, SinkSpec};
 use serde_json::json;

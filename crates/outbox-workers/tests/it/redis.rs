@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use outbox_core::{Event, NewEvent};
-use outbox_pg::clock;
+use outbox_pg::internal::clock;
 use outbox_workers::config::{SinkConfig, SinkKind, build_sink};
 use outbox_workers::{Dispatcher, SinkSpec};
 use redis::AsyncCommands;

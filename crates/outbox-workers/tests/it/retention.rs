@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use outbox_core::Position;
+use outbox_pg::internal::{clock, lease, retention::LEASE};
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::{clock, lease, retention::LEASE};
 use outbox_workers::retention::{Holders, Retention, RetentionConfig, pass};
 use outbox_workers::{Dispatcher, SinkSpec};
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use outbox_core::{Event, NewEvent, Position};
-use outbox_pg::cursor::{self, OUTBOX_STREAM, sink_name};
-use outbox_pg::read::{ReadRequest, read};
+use outbox_pg::internal::cursor::{self, OUTBOX_STREAM, sink_name};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::testkit::TestDb;
+use outbox_pg::{ReadRequest, read_page};
 use outbox_workers::{BackoffPolicy, Clock, DispatcherConfig, Sink, SinkError};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -48,7 +48,7 @@ pub(crate) async fn all_events(pool: &PgPool) -> Vec<Event> {
     let mut request = ReadRequest::all().limit(1_000);
     let mut events = Vec::new();
     loop {
-        let page = read(pool, &request).await.expect("read");
+        let page = read_page(pool, &request).await.expect("read");
         events.extend(page.events);
         if !page.more {
             return events;

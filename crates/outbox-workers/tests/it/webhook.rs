@@ -16,7 +16,7 @@ use hyper::service::service_fn;
 use hyper::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use outbox_core::Event;
-use outbox_pg::dead_letter::{self, ListRequest};
+use outbox_pg::internal::dead_letter::{self, ListRequest};
 use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
 use outbox_workers::encoding::{Encoding, ProtoEvent};
 use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig};

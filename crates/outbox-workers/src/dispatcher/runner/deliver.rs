@@ -23,9 +23,9 @@ use std::ops::Range;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
-use outbox_pg::dead_letter::NewDeadLetter;
-use outbox_pg::lease::Lease;
-use outbox_pg::read::ReadPage;
+use outbox_pg::ReadPage;
+use outbox_pg::internal::dead_letter::NewDeadLetter;
+use outbox_pg::internal::lease::Lease;
 use time::OffsetDateTime;
 
 use super::{Failure, Interruption, Runner, Step, Work, raised};

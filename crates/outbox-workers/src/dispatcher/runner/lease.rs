@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use outbox_pg::lease::{self, Lease};
+use outbox_pg::internal::lease::{self, Lease};
 use outbox_pg::sqlx::PgPool;
 use tokio::sync::watch;
 use tokio::time::Instant;

@@ -6,9 +6,9 @@
 //! ([`Durability::Relaxed`]); its order and the fence are unchanged.
 
 use outbox_core::Position;
-use outbox_pg::cursor::{self, Durability, OUTBOX_STREAM, Saved};
-use outbox_pg::dead_letter::NewDeadLetter;
-use outbox_pg::lease::Lease;
+use outbox_pg::internal::cursor::{self, Durability, OUTBOX_STREAM, Saved};
+use outbox_pg::internal::dead_letter::NewDeadLetter;
+use outbox_pg::internal::lease::Lease;
 use outbox_pg::sqlx::PgPool;
 use tokio::task::JoinHandle;
 
