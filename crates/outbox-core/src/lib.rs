@@ -3,7 +3,9 @@
 //! [`NewEvent`] and [`Event`] (SPEC §3.3), the publishing rules of
 //! [`validate`] (SPEC §3.2), the reader's [`Position`] (SPEC §3.6), type
 //! [`Pattern`]s and their intersection (SPEC §3.5), the event [`Catalog`]
-//! (SPEC §3.4) and the [`ErrorCode`]s of every refusal (SPEC §5.1).
+//! (SPEC §3.4), the [`ErrorCode`]s of every refusal (SPEC §5.1), and which addresses an
+//! outbound request may reach ([`target`]) and what a webhook subscription may hold
+//! ([`webhook`], SPEC §7.6).
 //!
 //! **Architecture invariant:** this crate is pure. It knows nothing of tokio,
 //! sqlx, hyper or any I/O, reads no clock and draws no random numbers; it is
@@ -27,7 +29,9 @@ mod error;
 mod event;
 pub mod pattern;
 mod position;
+pub mod target;
 pub mod validate;
+pub mod webhook;
 
 pub use catalog::{Catalog, CatalogEntry};
 pub use data::{Data, compact_json};

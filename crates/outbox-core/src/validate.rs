@@ -172,7 +172,7 @@ fn depth(value: &Value) -> usize {
 }
 
 /// Whether any string or key holds U+0000.
-fn contains_nul(value: &Value) -> bool {
+pub(crate) fn contains_nul(value: &Value) -> bool {
     match value {
         Value::String(text) => text.contains('\0'),
         Value::Array(items) => items.iter().any(contains_nul),
