@@ -45,6 +45,14 @@ pub enum Error {
     /// A request to this layer was out of range (a zero limit, a bad pattern).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// A webhook subscription broke a rule that needs the database to check (how many a
+    /// tenant has, how many secrets are in their grace period); nothing was written.
+    #[error("{0}")]
+    Refused(#[from] outbox_core::webhook::Refusal),
+    /// A sealed value does not open with the seal key (another key, or altered), or the
+    /// system's random generator failed.
+    #[error("sealed data: {0}")]
+    Sealed(String),
     /// The database refused or could not be reached.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -54,10 +62,10 @@ impl Error {
     /// The code a caller reports for this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Invalid(_) | Error::InvalidRequest(_) => ErrorCode::InvalidInput,
+            Error::Invalid(_) | Error::InvalidRequest(_) | Error::Refused(_) => ErrorCode::InvalidInput,
             Error::InvalidMigration { .. } => ErrorCode::InvalidConfig,
             Error::MigrationDrift { .. } => ErrorCode::MigrationDrift,
-            Error::MigrationFailed { .. } | Error::MalformedRow { .. } => ErrorCode::Internal,
+            Error::MigrationFailed { .. } | Error::MalformedRow { .. } | Error::Sealed(_) => ErrorCode::Internal,
             Error::Database(error) if is_unavailable(error) => ErrorCode::Unavailable,
             Error::Database(_) => ErrorCode::Internal,
         }

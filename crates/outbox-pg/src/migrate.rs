@@ -74,6 +74,7 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0009_runtime", include_str!("../../../migrations/core/0009_runtime.sql")),
         Migration::new("core/0010_sink_health", include_str!("../../../migrations/core/0010_sink_health.sql")),
         Migration::new("core/0011_clock_cached", include_str!("../../../migrations/core/0011_clock_cached.sql")),
+        Migration::new("core/0012_webhooks", include_str!("../../../migrations/core/0012_webhooks.sql")),
     ]
 }
 
@@ -332,6 +333,6 @@ mod tests {
     #[test]
     fn embedded_core_migrations_are_valid() {
         Migrator::new().check().unwrap();
-        assert_eq!(core_migrations().len(), 5);
+        assert_eq!(core_migrations().len(), 6);
     }
 }

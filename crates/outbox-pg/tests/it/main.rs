@@ -13,3 +13,4 @@ mod read;
 mod revocation;
 mod support;
 mod tail;
+mod webhook;

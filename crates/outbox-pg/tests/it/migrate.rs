@@ -88,6 +88,7 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0009_runtime",
             "core/0010_sink_health",
             "core/0011_clock_cached",
+            "core/0012_webhooks",
             "app/0001_init",
             "app/0002_more"
         ]

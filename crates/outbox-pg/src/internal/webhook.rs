@@ -1,0 +1,582 @@
+//! Webhook subscriptions' rows (SPEC §7.6): create, read, change and delete a tenant's
+//! subscriptions, rotate their secrets, and keep their delivery attempts.
+//!
+//! A subscription is a row of `outbox_webhooks`, its cursor the row
+//! ([`CURSOR_STREAM`], id) of `outbox_cursors`, its dead letters those of sink
+//! [`dead_letter_sink`]`(id)`. Its signing secrets and its extra headers' values are kept
+//! sealed ([`SealKey`], bound to the id); [`keys`] opens them for the delivery, and no
+//! other function returns them except the secret made by [`create`] and [`rotate`].
+//!
+//! Every function that takes a `tenant` touches only that tenant's rows (`None`: any
+//! tenant, for administrators): another tenant's id is simply not found. The callers
+//! (`outbox-http`) check the fields by `outbox_core::webhook`'s rules first; this module
+//! enforces what needs the database: the number per tenant, under a per-tenant lock, and
+//! the number of secrets in their grace period. Times are `compute_now()`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use outbox_core::Position;
+use outbox_core::webhook::{Refusal, Secret};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
+use time::OffsetDateTime;
+
+use crate::internal::seal::{SealKey, random};
+use crate::{Error, Result};
+
+/// The stream of subscriptions' cursors in `outbox_cursors`; the name is the id.
+pub const CURSOR_STREAM: &str = "webhooks";
+/// How many shards subscriptions are spread over ([`shard_of`]).
+pub const SHARDS: u32 = 32;
+/// How many secrets may be in their grace period at once, besides the current one.
+pub const MAX_OLD_SECRETS: usize = 10;
+/// The longest grace period of a rotated secret.
+pub const MAX_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The delivery attempts kept per subscription, newest first.
+pub const ATTEMPTS_KEPT: i64 = 100;
+/// The bytes of a generated secret.
+const GENERATED_SECRET_BYTES: usize = 24;
+
+/// The shard of subscription `id`: the first four bytes of SHA-256(id), big-endian,
+/// modulo [`SHARDS`].
+pub fn shard_of(id: &str) -> i32 {
+    let digest = Sha256::digest(id.as_bytes());
+    let word = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+    i32::try_from(word % SHARDS).expect("a shard fits an i32")
+}
+
+/// The sink name under which a subscription's dead letters are kept.
+pub fn dead_letter_sink(id: &str) -> String {
+    format!("webhook:{id}")
+}
+
+/// What a new subscription holds, its fields checked already.
+#[derive(Debug, Clone, Default)]
+pub struct NewWebhook {
+    /// The target URL.
+    pub url: String,
+    /// Type patterns.
+    pub types: Vec<String>,
+    /// A description.
+    pub description: String,
+    /// Extra request headers.
+    pub headers: BTreeMap<String, String>,
+    /// A JSON object of the tenant's own.
+    pub metadata: serde_json::Value,
+    /// The signing secret; generated when `None`.
+    pub secret: Option<Secret>,
+}
+
+/// A subscription as every answer shows it (never its secrets or header values).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Webhook {
+    /// `wh_` + lowercase ULID.
+    pub id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The target URL.
+    pub url: String,
+    /// Type patterns.
+    pub types: Vec<String>,
+    /// Its description.
+    pub description: String,
+    /// The names of its extra headers.
+    pub header_names: Vec<String>,
+    /// The tenant's metadata.
+    pub metadata: serde_json::Value,
+    /// Whether it delivers.
+    pub enabled: bool,
+    /// Why not: `manual`, `failing` or `gone`.
+    pub disabled_reason: Option<String>,
+    /// Since when every attempt failed, while they do.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub failing_since: Option<OffsetDateTime>,
+    /// Its cursor: how far it delivered.
+    #[serde(skip)]
+    pub position: Position,
+    /// When it was created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it last changed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+/// What is sealed in a row: the signing secrets and the headers' values.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Sealed {
+    current: String,
+    #[serde(default)]
+    previous: Vec<OldSecret>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+/// A rotated secret and the Unix time its grace period ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OldSecret {
+    secret: String,
+    until: i64,
+}
+
+/// What a delivery needs that is sealed: every secret that signs now, the current one
+/// first, and the extra headers.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    /// The current secret, then those still in their grace period.
+    pub signing: Vec<Secret>,
+    /// The extra request headers, values included.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A change to a subscription; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct Patch {
+    /// A new URL.
+    pub url: Option<String>,
+    /// New type patterns.
+    pub types: Option<Vec<String>>,
+    /// A new description.
+    pub description: Option<String>,
+    /// New extra headers (all of them).
+    pub headers: Option<BTreeMap<String, String>>,
+    /// New metadata.
+    pub metadata: Option<serde_json::Value>,
+    /// Enable (`true`) or disable by hand (`false`).
+    pub enabled: Option<bool>,
+    /// With `enabled: true`: resume from the head instead of the cursor.
+    pub resume_now: bool,
+}
+
+/// One delivery attempt or ping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// When it was made.
+    #[serde(with = "time::serde::rfc3339")]
+    pub time: OffsetDateTime,
+    /// The event it carried (a ping's is the ping's own id).
+    pub event_id: Option<String>,
+    /// The answer's status, when one came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// How long it took.
+    pub duration_ms: u32,
+    /// What went wrong, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The first KiB of the answer's body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+const COLUMNS: &str = "w.id, w.tenant_id, w.url, w.types, w.description, w.header_names, w.metadata, w.enabled, \
+     w.disabled_reason, w.failing_since, w.created_at, w.updated_at, \
+     COALESCE(c.txid, '0'::xid8)::text::bigint, COALESCE(c.seq, 0)";
+
+const FROM: &str = "outbox_webhooks w LEFT JOIN outbox_cursors c ON c.stream = 'webhooks' AND c.name = w.id";
+
+type Row = (
+    String,
+    String,
+    String,
+    Vec<String>,
+    String,
+    Vec<String>,
+    serde_json::Value,
+    bool,
+    Option<String>,
+    Option<OffsetDateTime>,
+    OffsetDateTime,
+    OffsetDateTime,
+    i64,
+    i64,
+);
+
+fn from_row(row: Row) -> Webhook {
+    let (
+        id,
+        tenant_id,
+        url,
+        types,
+        description,
+        header_names,
+        metadata,
+        enabled,
+        reason,
+        failing,
+        created,
+        updated,
+        txid,
+        seq,
+    ) = row;
+    let position = Position::new(u64::try_from(txid).unwrap_or(0), u64::try_from(seq).unwrap_or(0));
+    Webhook {
+        id,
+        tenant_id,
+        url,
+        types,
+        description,
+        header_names,
+        metadata,
+        enabled,
+        disabled_reason: reason,
+        failing_since: failing,
+        position,
+        created_at: created,
+        updated_at: updated,
+    }
+}
+
+/// Creates a subscription of `tenant` starting at the head (it receives what commits
+/// after it), refusing a tenant that has `max_per_tenant` already. Answers it with its
+/// secret, the only time the secret is shown.
+pub async fn create(
+    pool: &PgPool,
+    key: &SealKey,
+    tenant: &str,
+    new: &NewWebhook,
+    max_per_tenant: u32,
+) -> Result<(Webhook, Secret)> {
+    let id = format!("wh_{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
+    let secret = match &new.secret {
+        Some(secret) => secret.clone(),
+        None => Secret::from_bytes(random::<GENERATED_SECRET_BYTES>().map_err(seal_error)?.to_vec())
+            .map_err(Error::InvalidRequest)?,
+    };
+    let sealed = Sealed { current: secret.expose(), previous: Vec::new(), headers: new.headers.clone() };
+    let sealed = seal(key, &id, &sealed)?;
+    let mut tx = pool.begin().await?;
+    lock_tenant(&mut tx, tenant).await?;
+    let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM outbox_webhooks WHERE tenant_id = $1")
+        .bind(tenant)
+        .fetch_one(&mut *tx)
+        .await?;
+    if count >= i64::from(max_per_tenant) {
+        let rule = format!("tenant {tenant:?} has {count} subscriptions, the most it may have ({max_per_tenant})");
+        return Err(Error::Refused(Refusal::new("webhooks", rule)));
+    }
+    let header_names: Vec<&String> = new.headers.keys().collect();
+    sqlx::query(
+        "INSERT INTO outbox_webhooks (id, tenant_id, url, types, description, header_names, metadata, sealed, shard)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&id)
+    .bind(tenant)
+    .bind(&new.url)
+    .bind(&new.types)
+    .bind(&new.description)
+    .bind(&header_names)
+    .bind(&new.metadata)
+    .bind(&sealed)
+    .bind(shard_of(&id))
+    .execute(&mut *tx)
+    .await?;
+    start_at_head(&mut tx, &id).await?;
+    let webhook = fetch(&mut *tx, Some(tenant), &id).await?.expect("the row just written");
+    tx.commit().await?;
+    Ok((webhook, secret))
+}
+
+/// Subscription `id`, if `tenant` (or any, with `None`) has it.
+pub async fn get<'e>(executor: impl PgExecutor<'e>, tenant: Option<&str>, id: &str) -> Result<Option<Webhook>> {
+    fetch(executor, tenant, id).await
+}
+
+async fn fetch<'e>(executor: impl PgExecutor<'e>, tenant: Option<&str>, id: &str) -> Result<Option<Webhook>> {
+    let statement = format!("SELECT {COLUMNS} FROM {FROM} WHERE w.id = $1 AND ($2::text IS NULL OR w.tenant_id = $2)");
+    let row: Option<Row> =
+        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(id).bind(tenant).fetch_optional(executor).await?;
+    Ok(row.map(from_row))
+}
+
+/// Up to `limit` of `tenant`'s subscriptions after id `after`, in id order (ids grow with
+/// time, so oldest first).
+pub async fn list<'e>(
+    executor: impl PgExecutor<'e>,
+    tenant: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<Webhook>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let statement = format!(
+        "SELECT {COLUMNS} FROM {FROM} WHERE w.tenant_id = $1 AND ($2::text IS NULL OR w.id > $2) ORDER BY w.id LIMIT $3"
+    );
+    let rows: Vec<Row> =
+        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(tenant).bind(after).bind(limit).fetch_all(executor).await?;
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// Applies `patch` to subscription `id` of `tenant`; `None` when there is no such one.
+///
+/// Enabling clears the reason and `failing_since`; the cursor stays where it was (no gap),
+/// or moves to the head with `resume_now`. Disabling records the reason `manual`.
+pub async fn update(
+    pool: &PgPool,
+    key: &SealKey,
+    tenant: Option<&str>,
+    id: &str,
+    patch: &Patch,
+) -> Result<Option<Webhook>> {
+    let mut tx = pool.begin().await?;
+    let row: Option<(Vec<u8>,)> = sqlx::query_as(
+        "SELECT sealed FROM outbox_webhooks WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE",
+    )
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((sealed,)) = row else { return Ok(None) };
+    let resealed = match &patch.headers {
+        Some(headers) => {
+            let mut open = open(key, id, &sealed)?;
+            open.headers = headers.clone();
+            Some(seal(key, id, &open)?)
+        }
+        None => None,
+    };
+    let header_names: Option<Vec<&String>> = patch.headers.as_ref().map(|headers| headers.keys().collect());
+    sqlx::query(
+        "UPDATE outbox_webhooks SET
+            url = COALESCE($2, url),
+            types = COALESCE($3, types),
+            description = COALESCE($4, description),
+            header_names = COALESCE($5, header_names),
+            metadata = COALESCE($6, metadata),
+            sealed = COALESCE($7, sealed),
+            enabled = COALESCE($8, enabled),
+            disabled_reason = CASE WHEN $8 IS NULL THEN disabled_reason WHEN $8 THEN NULL ELSE 'manual' END,
+            failing_since = CASE WHEN $8 THEN NULL ELSE failing_since END,
+            updated_at = compute_now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(&patch.url)
+    .bind(&patch.types)
+    .bind(&patch.description)
+    .bind(&header_names)
+    .bind(&patch.metadata)
+    .bind(&resealed)
+    .bind(patch.enabled)
+    .execute(&mut *tx)
+    .await?;
+    if patch.enabled == Some(true) && patch.resume_now {
+        start_at_head(&mut tx, id).await?;
+    }
+    let webhook = fetch(&mut *tx, None, id).await?;
+    tx.commit().await?;
+    Ok(webhook)
+}
+
+/// Deletes subscription `id` of `tenant` with its cursor, attempts and dead letters;
+/// `false` when there is no such one.
+pub async fn delete(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    let deleted = sqlx::query("DELETE FROM outbox_webhooks WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2)")
+        .bind(id)
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if deleted == 0 {
+        return Ok(false);
+    }
+    sqlx::query("DELETE FROM outbox_cursors WHERE stream = $1 AND name = $2")
+        .bind(CURSOR_STREAM)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    let sink = dead_letter_sink(id);
+    sqlx::query("DELETE FROM outbox_dead_letters WHERE sink = $1").bind(&sink).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM outbox_sink_health WHERE sink = $1").bind(&sink).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Makes `new` (or a generated secret) the current secret of subscription `id`; the old
+/// one keeps signing for `grace` (at most [`MAX_GRACE`]). Refused when
+/// [`MAX_OLD_SECRETS`] are still in their grace period. Answers the subscription and the
+/// new secret, the only time it is shown; `None` when there is no such subscription.
+pub async fn rotate(
+    pool: &PgPool,
+    key: &SealKey,
+    tenant: Option<&str>,
+    id: &str,
+    new: Option<Secret>,
+    grace: Duration,
+) -> Result<Option<(Webhook, Secret)>> {
+    if grace > MAX_GRACE {
+        return Err(Error::Refused(Refusal::new("gracePeriodSeconds", "at most 604800 (7 days)")));
+    }
+    let secret = match new {
+        Some(secret) => secret,
+        None => Secret::from_bytes(random::<GENERATED_SECRET_BYTES>().map_err(seal_error)?.to_vec())
+            .map_err(Error::InvalidRequest)?,
+    };
+    let mut tx = pool.begin().await?;
+    let row: Option<(Vec<u8>, i64)> = sqlx::query_as(
+        "SELECT sealed, extract(epoch FROM compute_now())::bigint FROM outbox_webhooks
+         WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE",
+    )
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((sealed, now)) = row else { return Ok(None) };
+    let mut keys = open(key, id, &sealed)?;
+    keys.previous.retain(|old| old.until > now);
+    if keys.previous.len() >= MAX_OLD_SECRETS {
+        let rule = format!("{MAX_OLD_SECRETS} rotated secrets are still in their grace period; wait for one to end");
+        return Err(Error::Refused(Refusal::new("secret", rule)));
+    }
+    let until = now.saturating_add(i64::try_from(grace.as_secs()).unwrap_or(i64::MAX));
+    let old = std::mem::replace(&mut keys.current, secret.expose());
+    if grace > Duration::ZERO {
+        keys.previous.push(OldSecret { secret: old, until });
+    }
+    let resealed = seal(key, id, &keys)?;
+    sqlx::query("UPDATE outbox_webhooks SET sealed = $2, updated_at = compute_now() WHERE id = $1")
+        .bind(id)
+        .bind(&resealed)
+        .execute(&mut *tx)
+        .await?;
+    let webhook = fetch(&mut *tx, None, id).await?.expect("the row just updated");
+    tx.commit().await?;
+    Ok(Some((webhook, secret)))
+}
+
+/// What subscription `id`'s delivery signs with and sends, by the database clock now;
+/// `None` when there is no such subscription.
+pub async fn keys<'e>(executor: impl PgExecutor<'e>, key: &SealKey, id: &str) -> Result<Option<Keys>> {
+    let row: Option<(Vec<u8>, i64)> =
+        sqlx::query_as("SELECT sealed, extract(epoch FROM compute_now())::bigint FROM outbox_webhooks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(executor)
+            .await?;
+    let Some((sealed, now)) = row else { return Ok(None) };
+    let open = open(key, id, &sealed)?;
+    let mut signing = vec![parse_sealed_secret(&open.current)?];
+    for old in open.previous.iter().filter(|old| old.until > now) {
+        signing.push(parse_sealed_secret(&old.secret)?);
+    }
+    Ok(Some(Keys { signing, headers: open.headers }))
+}
+
+/// Records an attempt of subscription `id` and forgets all but the newest
+/// [`ATTEMPTS_KEPT`].
+pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &Attempt) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO outbox_webhook_attempts (webhook_id, at, event_id, status, duration_ms, error, response)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(attempt.time)
+    .bind(&attempt.event_id)
+    .bind(attempt.status.map(i32::from))
+    .bind(i32::try_from(attempt.duration_ms).unwrap_or(i32::MAX))
+    .bind(&attempt.error)
+    .bind(&attempt.response)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "DELETE FROM outbox_webhook_attempts WHERE webhook_id = $1 AND id <= (
+            SELECT id FROM outbox_webhook_attempts WHERE webhook_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)",
+    )
+    .bind(id)
+    .bind(ATTEMPTS_KEPT)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Subscription `id`'s kept attempts, newest first; `None` when `tenant` has no such one.
+pub async fn attempts(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<Option<Vec<Attempt>>> {
+    if fetch(pool, tenant, id).await?.is_none() {
+        return Ok(None);
+    }
+    type AttemptRow = (OffsetDateTime, Option<String>, Option<i32>, i32, Option<String>, Option<String>);
+    let rows: Vec<AttemptRow> = sqlx::query_as(
+        "SELECT at, event_id, status, duration_ms, error, response FROM outbox_webhook_attempts
+         WHERE webhook_id = $1 ORDER BY id DESC",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    let attempts = rows
+        .into_iter()
+        .map(|(time, event_id, status, duration, error, response)| Attempt {
+            time,
+            event_id,
+            status: status.and_then(|s| u16::try_from(s).ok()),
+            duration_ms: u32::try_from(duration).unwrap_or(0),
+            error,
+            response,
+        })
+        .collect();
+    Ok(Some(attempts))
+}
+
+/// Serializes creations and counts of one tenant's subscriptions.
+async fn lock_tenant(tx: &mut Transaction<'_, Postgres>, tenant: &str) -> Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('outbox_webhooks:' || $1, 0))")
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Puts subscription `id`'s cursor at the head: it delivers what commits from now on.
+async fn start_at_head(tx: &mut Transaction<'_, Postgres>, id: &str) -> Result<()> {
+    let head = crate::read::head(&mut **tx).await?;
+    sqlx::query(
+        "INSERT INTO outbox_cursors (stream, name, txid, seq, updated_at)
+         VALUES ($1, $2, $3::text::xid8, $4, compute_now())
+         ON CONFLICT (stream, name) DO UPDATE
+            SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at",
+    )
+    .bind(CURSOR_STREAM)
+    .bind(id)
+    .bind(head.txid.to_string())
+    .bind(i64::try_from(head.seq).unwrap_or(i64::MAX))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+fn seal(key: &SealKey, id: &str, sealed: &Sealed) -> Result<Vec<u8>> {
+    let plain = serde_json::to_vec(sealed).map_err(|e| Error::InvalidRequest(format!("sealing {id}: {e}")))?;
+    key.seal(id, &plain).map_err(seal_error)
+}
+
+fn open(key: &SealKey, id: &str, sealed: &[u8]) -> Result<Sealed> {
+    let plain = key.open(id, sealed).map_err(seal_error)?;
+    serde_json::from_slice(&plain)
+        .map_err(|e| Error::Sealed(format!("the sealed value of {id} is not what was sealed: {e}")))
+}
+
+fn parse_sealed_secret(text: &str) -> Result<Secret> {
+    Secret::parse(text).map_err(|refusal| Error::Sealed(format!("a sealed secret does not parse: {}", refusal.rule)))
+}
+
+fn seal_error(error: crate::internal::seal::SealError) -> Error {
+    Error::Sealed(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shard_is_a_stated_hash_of_the_id() {
+        // `printf %s wh_example | sha256sum` starts 74d21c69: 0x74d21c69 % 32 = 9.
+        assert_eq!(shard_of("wh_example"), 9);
+        let shards: std::collections::BTreeSet<i32> = (0..1000).map(|n| shard_of(&format!("wh_{n}"))).collect();
+        assert_eq!(shards.len(), SHARDS as usize, "1,000 ids cover every shard");
+        assert!(shards.iter().all(|&s| (0..SHARDS as i32).contains(&s)));
+    }
+}

@@ -1,0 +1,187 @@
+//! Webhook subscriptions' rows: tenant isolation, the per-tenant limit under concurrency,
+//! secrets sealed at rest and rotated with a grace period, the cursor from the head, and
+//! the kept attempts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use outbox_core::webhook::Secret;
+use outbox_pg::internal::cursor;
+use outbox_pg::internal::seal::SealKey;
+use outbox_pg::internal::webhook::{self, Attempt, CURSOR_STREAM, NewWebhook, Patch};
+use outbox_pg::testkit::TestDb;
+use time::OffsetDateTime;
+
+use crate::support::numbered;
+
+fn key() -> SealKey {
+    SealKey::parse(&SealKey::generate().unwrap()).unwrap()
+}
+
+fn new_webhook(url: &str) -> NewWebhook {
+    NewWebhook {
+        url: url.into(),
+        types: vec!["node.*".into()],
+        description: "ops".into(),
+        headers: BTreeMap::from([("Authorization".to_owned(), "Bearer receiver-token".to_owned())]),
+        metadata: serde_json::json!({"team": "ops"}),
+        secret: None,
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_sees_and_changes_only_its_own_subscriptions() {
+    let db = TestDb::new().await;
+    let key = key();
+    let (acme, secret) =
+        webhook::create(&db.pool, &key, "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
+    let (globex, _) =
+        webhook::create(&db.pool, &key, "globex", &new_webhook("https://g.example/h"), 100).await.unwrap();
+    assert!(acme.id.starts_with("wh_") && acme.id.len() == 29, "{}", acme.id);
+    assert_eq!(secret.bytes().len(), 24, "a generated secret");
+    assert_eq!(acme.header_names, ["Authorization"]);
+    assert!(acme.enabled && acme.disabled_reason.is_none());
+
+    assert_eq!(webhook::get(&db.pool, Some("acme"), &acme.id).await.unwrap().as_ref(), Some(&acme));
+    assert_eq!(webhook::get(&db.pool, Some("acme"), &globex.id).await.unwrap(), None, "another tenant's is not found");
+    assert!(webhook::get(&db.pool, None, &globex.id).await.unwrap().is_some(), "an administrator finds any");
+    let listed = webhook::list(&db.pool, "acme", None, 100).await.unwrap();
+    assert_eq!(listed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), [acme.id.as_str()]);
+
+    let patch = Patch { enabled: Some(false), ..Patch::default() };
+    assert_eq!(webhook::update(&db.pool, &key, Some("acme"), &globex.id, &patch).await.unwrap(), None);
+    assert!(!webhook::delete(&db.pool, Some("acme"), &globex.id).await.unwrap());
+    assert!(webhook::rotate(&db.pool, &key, Some("acme"), &globex.id, None, Duration::ZERO).await.unwrap().is_none());
+    assert!(webhook::attempts(&db.pool, Some("acme"), &globex.id).await.unwrap().is_none());
+    assert!(webhook::get(&db.pool, None, &globex.id).await.unwrap().unwrap().enabled, "untouched");
+}
+
+#[tokio::test]
+async fn the_limit_per_tenant_holds_under_concurrent_creation() {
+    let db = TestDb::new().await;
+    let key = std::sync::Arc::new(key());
+    let mut creations = tokio::task::JoinSet::new();
+    for n in 0..12 {
+        let (pool, key) = (db.pool.clone(), key.clone());
+        let new = new_webhook(&format!("https://a.example/{n}"));
+        creations.spawn(async move { webhook::create(&pool, &key, "acme", &new, 5).await });
+    }
+    let results = creations.join_all().await;
+    let created = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(created, 5, "exactly the limit");
+    let refusal = results.into_iter().find_map(Result::err).unwrap();
+    assert_eq!(refusal.code(), outbox_core::ErrorCode::InvalidInput);
+    assert!(refusal.to_string().contains("the most it may have (5)"), "{refusal}");
+    assert_eq!(webhook::list(&db.pool, "acme", None, 100).await.unwrap().len(), 5);
+    webhook::create(&db.pool, &key, "globex", &new_webhook("https://g.example/"), 5)
+        .await
+        .expect("another tenant's own count");
+}
+
+#[tokio::test]
+async fn secrets_and_header_values_are_sealed_and_rotate_with_a_grace_period() {
+    let db = TestDb::new().await;
+    let key = key();
+    let given = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let new = NewWebhook { secret: Some(given.clone()), ..new_webhook("https://a.example/h") };
+    let (created, secret) = webhook::create(&db.pool, &key, "acme", &new, 100).await.unwrap();
+    assert_eq!(secret, given);
+
+    let (sealed,): (Vec<u8>,) = sqlx::query_as("SELECT sealed FROM outbox_webhooks WHERE id = $1")
+        .bind(&created.id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let raw = String::from_utf8_lossy(&sealed);
+    assert!(!raw.contains("MfKQ9r8G") && !raw.contains("receiver-token"), "nothing readable at rest");
+    let keys = webhook::keys(&db.pool, &key, &created.id).await.unwrap().unwrap();
+    assert_eq!(keys.signing, std::slice::from_ref(&given));
+    assert_eq!(keys.headers["Authorization"], "Bearer receiver-token");
+    let wrong = webhook::keys(&db.pool, &self::key(), &created.id).await.unwrap_err();
+    assert!(wrong.to_string().contains("does not open"), "{wrong}");
+
+    let (_, rotated) = webhook::rotate(&db.pool, &key, Some("acme"), &created.id, None, Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(rotated, given);
+    let keys = webhook::keys(&db.pool, &key, &created.id).await.unwrap().unwrap();
+    assert_eq!(keys.signing, [rotated.clone(), given.clone()], "the new one first, the old one in its grace period");
+    assert_eq!(keys.headers["Authorization"], "Bearer receiver-token", "rotation keeps the headers");
+
+    outbox_pg::internal::clock::advance(&db.pool, Duration::from_secs(3601)).await.unwrap();
+    let keys = webhook::keys(&db.pool, &key, &created.id).await.unwrap().unwrap();
+    assert_eq!(keys.signing, std::slice::from_ref(&rotated), "the grace period ended");
+
+    for _ in 0..webhook::MAX_OLD_SECRETS {
+        webhook::rotate(&db.pool, &key, None, &created.id, None, Duration::from_secs(600)).await.unwrap().unwrap();
+    }
+    let refused = webhook::rotate(&db.pool, &key, None, &created.id, None, Duration::from_secs(600)).await.unwrap_err();
+    assert!(refused.to_string().contains("still in their grace period"), "{refused}");
+    let too_long = webhook::rotate(&db.pool, &key, None, &created.id, None, webhook::MAX_GRACE * 2).await.unwrap_err();
+    assert!(too_long.to_string().contains("7 days"), "{too_long}");
+    assert_eq!(webhook::keys(&db.pool, &key, &created.id).await.unwrap().unwrap().signing.len(), 11);
+}
+
+#[tokio::test]
+async fn a_subscription_starts_at_the_head_and_resumes_from_its_cursor_or_from_now() {
+    let db = TestDb::new().await;
+    let key = key();
+    outbox_pg::publish_many(&db.pool, &[numbered(1), numbered(2)]).await.unwrap();
+    let head = outbox_pg::testkit::settle(&db.pool, Duration::from_secs(20)).await;
+    let (created, _) = webhook::create(&db.pool, &key, "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
+    let cursor = cursor::load(&db.pool, CURSOR_STREAM, &created.id).await.unwrap();
+    assert_eq!(cursor, Some(head), "what was visible before creation is behind the cursor");
+    assert_eq!(created.position, head);
+
+    let off = Patch { enabled: Some(false), ..Patch::default() };
+    let disabled = webhook::update(&db.pool, &key, Some("acme"), &created.id, &off).await.unwrap().unwrap();
+    assert_eq!((disabled.enabled, disabled.disabled_reason.as_deref()), (false, Some("manual")));
+    outbox_pg::publish(&db.pool, &numbered(3)).await.unwrap();
+    let later = outbox_pg::testkit::settle(&db.pool, Duration::from_secs(20)).await;
+    assert!(later > head);
+
+    let on = Patch { enabled: Some(true), ..Patch::default() };
+    let enabled = webhook::update(&db.pool, &key, Some("acme"), &created.id, &on).await.unwrap().unwrap();
+    assert!(enabled.enabled && enabled.disabled_reason.is_none());
+    assert_eq!(enabled.position, head, "enabled again: from the cursor, so event 3 is still ahead");
+
+    let now = Patch { enabled: Some(true), resume_now: true, ..Patch::default() };
+    let from_now = webhook::update(&db.pool, &key, Some("acme"), &created.id, &now).await.unwrap().unwrap();
+    assert_eq!(from_now.position, later, "resume from now skips to the head");
+
+    let headers = Patch { headers: Some(BTreeMap::from([("X-Key".to_owned(), "k2".to_owned())])), ..Patch::default() };
+    let changed = webhook::update(&db.pool, &key, None, &created.id, &headers).await.unwrap().unwrap();
+    assert_eq!(changed.header_names, ["X-Key"]);
+    let keys = webhook::keys(&db.pool, &key, &created.id).await.unwrap().unwrap();
+    assert_eq!(keys.headers, BTreeMap::from([("X-Key".to_owned(), "k2".to_owned())]));
+    assert_eq!(keys.signing.len(), 1, "the secret survives a change of headers");
+
+    assert!(webhook::delete(&db.pool, Some("acme"), &created.id).await.unwrap());
+    assert_eq!(cursor::load(&db.pool, CURSOR_STREAM, &created.id).await.unwrap(), None, "the cursor goes with it");
+    assert!(webhook::get(&db.pool, None, &created.id).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn the_newest_hundred_attempts_are_kept_newest_first() {
+    let db = TestDb::new().await;
+    let (created, _) =
+        webhook::create(&db.pool, &key(), "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
+    for n in 0..105u16 {
+        let attempt = Attempt {
+            time: OffsetDateTime::now_utc(),
+            event_id: Some(format!("evt_{n}")),
+            status: Some(200 + n % 2),
+            duration_ms: u32::from(n),
+            error: (n % 2 == 1).then(|| "refused".to_owned()),
+            response: Some("ok".into()),
+        };
+        webhook::record_attempt(&db.pool, &created.id, &attempt).await.unwrap();
+    }
+    let kept = webhook::attempts(&db.pool, Some("acme"), &created.id).await.unwrap().unwrap();
+    assert_eq!(kept.len(), 100);
+    assert_eq!(kept[0].event_id.as_deref(), Some("evt_104"), "newest first");
+    assert_eq!(kept[99].event_id.as_deref(), Some("evt_5"), "the five oldest are gone");
+    assert_eq!((kept[0].status, kept[0].duration_ms, kept[0].error.as_deref()), (Some(200), 104, None));
+    assert_eq!(kept[1].error.as_deref(), Some("refused"));
+}
