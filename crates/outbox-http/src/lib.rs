@@ -64,6 +64,7 @@ mod service;
 mod sinks;
 mod stats;
 mod watch;
+mod webhooks;
 
 pub use auth::{AuthError, Authorizer, Grant, authorize_admin};
 pub use body::read_limited;
@@ -73,6 +74,7 @@ pub use service::{DEFAULT_BODY_LIMIT, OutboxService};
 pub use sinks::{DeadLetterPage, MAX_DEAD_LETTER_PAGE, SinkAdmin, SinkRoutes};
 pub use stats::HttpStats;
 pub use watch::WatchOptions;
+pub use webhooks::{WebhookConfig, WebhookRoutes};
 
 pub use outbox_core as core;
 

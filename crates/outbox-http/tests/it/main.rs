@@ -12,3 +12,4 @@ mod revocation;
 mod sinks;
 mod support;
 mod watch;
+mod webhooks;

@@ -2,7 +2,7 @@
 //!
 //! A token is `<tenant>:<scopes>[:<session>[:<agent>]]`, scopes joined with `+`
 //! (`acme:events:read` would be ambiguous, so scopes use short names: `read`,
-//! `write`, `admin`, `none`). `Bearer acme:read` reads tenant acme;
+//! `write`, `hooks` (`webhooks:write`), `admin`, `none`). `Bearer acme:read` reads tenant acme;
 //! `Bearer acme:read:s1:a1` does so in session `s1` as agent `a1`; the
 //! identity is always `user-<tenant>`. Anything else is unauthenticated.
 //! `reauthorize` answers what the test set: `false` for revoked sessions, an
@@ -58,6 +58,7 @@ fn scope_name(short: &str) -> Option<Option<&'static str>> {
         "read" => Some(Some(scope::EVENTS_READ)),
         "write" => Some(Some(scope::EVENTS_WRITE)),
         "admin" => Some(Some(scope::ADMIN)),
+        "hooks" => Some(Some(scope::WEBHOOKS_WRITE)),
         "none" => Some(None),
         _ => None,
     }
