@@ -7,6 +7,7 @@
 //! | `GET/POST /events`, `GET /watch`, `GET /event-types` | [`OutboxService`] (role `http`) |
 //! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
 //! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`SinkRoutes`] over the configured [`Sinks`], scope `admin` (role `http`) |
+//! | `/webhooks…` | [`WebhookRoutes`], scope `webhooks:write` or `admin` (role `http`) |
 //! | `GET /healthz` | liveness: 200 `{"status":"ok"}` |
 //! | `GET /readyz` | readiness: the database answers, no migration is pending or drifted, the roles run |
 //! | `GET /metrics` | the Prometheus text format ([`metrics`](crate::metrics)) |
@@ -24,8 +25,8 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use outbox_core::ErrorCode;
 use outbox_http::{
-    ApiError, Body, BoxFuture, OutboxService, Selector, SinkRoutes, authorize_admin, error_response, json_response,
-    method_not_allowed, read_limited,
+    ApiError, Body, BoxFuture, OutboxService, Selector, SinkRoutes, WebhookRoutes, authorize_admin, error_response,
+    json_response, method_not_allowed, read_limited,
 };
 use serde::{Deserialize, Serialize};
 
@@ -47,12 +48,13 @@ const READY_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct App {
     state: Arc<AppState>,
     sinks: SinkRoutes<Sinks>,
+    webhooks: WebhookRoutes,
 }
 
-/// Builds the router over `state`.
-pub fn app(state: AppState) -> App {
+/// Builds the router over `state`, with `webhooks` mounted under `/webhooks`.
+pub fn app(state: AppState, webhooks: WebhookRoutes) -> App {
     let sinks = SinkRoutes::new(state.sinks.clone(), state.authorizer.clone());
-    App { state: Arc::new(state), sinks }
+    App { state: Arc::new(state), sinks, webhooks }
 }
 
 impl App {
@@ -84,6 +86,7 @@ impl App {
                 _ => method_not_allowed("POST"),
             },
             _ if state.serve_api && SinkRoutes::<Sinks>::serves(path) => self.sinks.handle(request).await,
+            _ if state.serve_api && WebhookRoutes::serves(path) => self.webhooks.handle(request).await,
             _ if state.serve_api && OutboxService::serves(path) => state.service.handle(request).await,
             _ => error_response(ErrorCode::NotFound, format!("no route for {path}")),
         }

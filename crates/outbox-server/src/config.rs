@@ -59,6 +59,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// The event catalog `GET /event-types` answers (SPEC §3.4).
     pub catalog: CatalogConfig,
+    /// Webhook subscriptions (SPEC §7.6).
+    pub webhooks: WebhooksConfig,
     /// Sinks (SPEC §7.5), run by the `sinks` role.
     pub sinks: Vec<SinkConfig>,
     /// Whether webhook targets on loopback and private addresses are allowed (SPEC §7.6).
@@ -77,6 +79,7 @@ impl Default for Config {
             doctor: DoctorConfig::default(),
             metrics: MetricsConfig::default(),
             catalog: CatalogConfig::default(),
+            webhooks: WebhooksConfig::default(),
             sinks: Vec::new(),
             allow_private_targets: false,
         }
@@ -167,6 +170,73 @@ pub struct MetricsConfig {
     /// Tenant id → class, the `tenant_class` label of events sent; other tenants are `default`.
     /// Tenant ids themselves never become labels (there can be millions).
     pub tenant_classes: BTreeMap<String, String>,
+}
+
+/// `[webhooks]`: tenants' webhook subscriptions (SPEC §7.6).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhooksConfig {
+    /// The base64 of 32 random bytes that seals secrets at rest (env
+    /// `OUTBOX_WEBHOOK_SEAL_KEY`); without it the webhook routes answer `UNAVAILABLE`.
+    pub seal_key: Option<String>,
+    /// Private ranges that targets may be in anyway (`10.20.0.0/16`).
+    pub allowed_cidrs: Vec<String>,
+    /// A subscription whose every attempt failed this long is disabled.
+    pub disable_after_seconds: u64,
+    /// The most subscriptions one tenant may have.
+    pub max_per_tenant: u32,
+    /// How long one delivery may take.
+    pub timeout_ms: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> WebhooksConfig {
+        WebhooksConfig {
+            seal_key: None,
+            allowed_cidrs: Vec::new(),
+            disable_after_seconds: 3 * 24 * 3600,
+            max_per_tenant: 100,
+            timeout_ms: 15_000,
+        }
+    }
+}
+
+impl WebhooksConfig {
+    /// The seal key, when one is configured; a key that is not the base64 of 32 bytes is
+    /// refused naming `webhooks.seal_key`.
+    pub fn seal_key(&self) -> Result<Option<outbox_pg::internal::seal::SealKey>, ConfigError> {
+        self.seal_key
+            .as_deref()
+            .map(|text| {
+                outbox_pg::internal::seal::SealKey::parse(text)
+                    .map_err(|error| bad(format!("webhooks.seal_key (or OUTBOX_WEBHOOK_SEAL_KEY): {error}")))
+            })
+            .transpose()
+    }
+
+    /// Which targets deliveries may reach: `allow_private_targets` and these ranges.
+    pub fn targets(&self, allow_private: bool) -> Result<outbox_core::target::TargetPolicy, ConfigError> {
+        let mut allowed = Vec::with_capacity(self.allowed_cidrs.len());
+        for (index, text) in self.allowed_cidrs.iter().enumerate() {
+            allowed.push(text.parse().map_err(|error| bad(format!("webhooks.allowed_cidrs[{index}]: {error}")))?);
+        }
+        Ok(outbox_core::target::TargetPolicy { allow_private, allowed })
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.seal_key()?;
+        self.targets(false)?;
+        if self.max_per_tenant == 0 {
+            return Err(bad("webhooks.max_per_tenant must be at least 1"));
+        }
+        if self.timeout_ms == 0 {
+            return Err(bad("webhooks.timeout_ms must be at least 1"));
+        }
+        if self.disable_after_seconds == 0 {
+            return Err(bad("webhooks.disable_after_seconds must be at least 1"));
+        }
+        Ok(())
+    }
 }
 
 /// `[catalog]`: the event families of this deployment (SPEC §3.4).
@@ -361,6 +431,9 @@ impl Config {
         if let Some(secret) = set("OUTBOX_JWT_SECRET") {
             self.auth.jwt_secret = Some(secret);
         }
+        if let Some(key) = set("OUTBOX_WEBHOOK_SEAL_KEY") {
+            self.webhooks.seal_key = Some(key);
+        }
         if let Some(seconds) = set("OUTBOX_DOCTOR_LONG_TX_SECONDS") {
             self.doctor.long_transaction_seconds = seconds.trim().parse().map_err(|_| {
                 bad(format!("OUTBOX_DOCTOR_LONG_TX_SECONDS: {seconds:?} is not a whole number of seconds"))
@@ -404,6 +477,7 @@ impl Config {
             }
         }
         self.catalog.catalog()?;
+        self.webhooks.validate()?;
         self.validate_retention()?;
         self.validate_watch()
     }
@@ -506,6 +580,30 @@ mod tests {
         refused(&shop.replace("order.*", "Order.*"), r#"catalog.families[0].type: "Order.*""#);
         refused(&shop.replace(r#""none""#, r#""empty""#), "unknown variant `empty`");
         refused(&shop.replace("module = \"shop\"", "module = \"shop\"\nowner = \"me\""), "unknown field `owner`");
+    }
+
+    #[test]
+    fn webhooks_take_a_seal_key_from_the_file_or_the_environment_and_refuse_a_bad_one() {
+        let key = outbox_pg::internal::seal::SealKey::generate().unwrap();
+        let file =
+            format!("[webhooks]\nseal_key = \"{key}\"\nallowed_cidrs = [\"10.20.0.0/16\"]\nmax_per_tenant = 5\n");
+        let config = load(&file, &[], &Overrides::default()).unwrap();
+        assert!(config.webhooks.seal_key().unwrap().is_some());
+        assert_eq!(config.webhooks.max_per_tenant, 5);
+        assert_eq!(config.webhooks.targets(false).unwrap().allowed.len(), 1);
+        let from_env = load("", &[("OUTBOX_WEBHOOK_SEAL_KEY", &key)], &Overrides::default()).unwrap();
+        assert!(from_env.webhooks.seal_key().unwrap().is_some());
+        assert!(load("", &[], &Overrides::default()).unwrap().webhooks.seal_key().unwrap().is_none());
+
+        refused(
+            "[webhooks]\nseal_key = \"c2hvcnQ=\"\n",
+            "webhooks.seal_key (or OUTBOX_WEBHOOK_SEAL_KEY): a seal key is the base64 of 32",
+        );
+        refused("[webhooks]\nallowed_cidrs = [\"10.20.0.1/16\"]\n", "webhooks.allowed_cidrs[0]");
+        refused("[webhooks]\nmax_per_tenant = 0\n", "webhooks.max_per_tenant");
+        refused("[webhooks]\nseal = \"x\"\n", "unknown field `seal`");
+        let message = load("", &[("OUTBOX_WEBHOOK_SEAL_KEY", "nope")], &Overrides::default()).unwrap_err();
+        assert!(message.contains("OUTBOX_WEBHOOK_SEAL_KEY"), "{message}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hyper_util::server::graceful::GracefulShutdown;
-use outbox_http::OutboxService;
+use outbox_http::{OutboxService, WebhookConfig, WebhookRoutes};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::{Tail, TailOptions};
 use outbox_workers::Subscribers;
@@ -38,6 +38,29 @@ mod connection;
 
 /// How long open connections get to finish after the signal.
 pub const GRACE: Duration = Duration::from_secs(10);
+
+/// The webhook subscription routes over `config`'s `[webhooks]`; without a seal key they
+/// answer `UNAVAILABLE`, and start-up says so.
+fn webhook_routes(
+    config: &Config,
+    pool: &PgPool,
+    authorizer: Arc<dyn outbox_http::Authorizer>,
+    catalog: outbox_core::Catalog,
+) -> anyhow::Result<WebhookRoutes> {
+    let seal_key = config.webhooks.seal_key()?.map(Arc::new);
+    if seal_key.is_none() && config.roles.has(Role::Http) {
+        tracing::warn!(
+            "webhook subscriptions are off: no [webhooks] seal_key (env OUTBOX_WEBHOOK_SEAL_KEY); their routes answer UNAVAILABLE"
+        );
+    }
+    let webhooks = WebhookConfig {
+        seal_key,
+        max_per_tenant: config.webhooks.max_per_tenant,
+        targets: config.webhooks.targets(config.allow_private_targets)?,
+        ..WebhookConfig::default()
+    };
+    Ok(WebhookRoutes::new(pool.clone(), authorizer, catalog, webhooks))
+}
 
 /// A server process's HTTP side, bound and ready to serve.
 pub struct Server {
@@ -58,10 +81,12 @@ impl Server {
         let subscribers = config.roles.has(Role::Subscribers).then(|| Subscribers::new(pool.clone(), tail.clone()));
         let revocations = Revocations::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
+        let catalog = config.catalog.catalog()?;
         let service = OutboxService::new(pool.clone(), authorizer.clone())
             .with_options(config.watch)
-            .with_catalog(config.catalog.catalog()?)
+            .with_catalog(catalog.clone())
             .with_tail(tail.clone());
+        let webhooks = webhook_routes(config, &pool, authorizer.clone(), catalog)?;
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;
@@ -83,7 +108,7 @@ impl Server {
             serve_api: config.roles.has(Role::Http),
             ops,
         };
-        Ok(Server { listener, app: app(state), poller: tokio::spawn(poller.run()), subscribers })
+        Ok(Server { listener, app: app(state, webhooks), poller: tokio::spawn(poller.run()), subscribers })
     }
 
     /// Where in-process subscriptions come from (SPEC §6), fed by the same shared tail as the

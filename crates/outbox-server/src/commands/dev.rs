@@ -4,13 +4,17 @@
 //! started from the machine's binaries and stopped with the process. The database is
 //! migrated, every role is served on `--listen` (`127.0.0.1:8080`), and an admin token is
 //! printed, signed with an HS256 secret generated once and kept in `<data-dir>/../dev-secret`
-//! (so tokens survive restarts). `OUTBOX_JWT_SECRET` replaces that secret when set.
+//! (so tokens survive restarts). `OUTBOX_JWT_SECRET` replaces that secret when set. Webhook
+//! secrets are sealed with a key made once and kept beside it in
+//! `<data-dir>/../dev-seal-key` (so subscriptions survive restarts), unless
+//! `OUTBOX_WEBHOOK_SEAL_KEY` names one.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres};
+use outbox_pg::internal::seal::SealKey;
 
 use crate::cli::DevArgs;
 use crate::config::{Config, Roles};
@@ -67,39 +71,63 @@ async fn database(data_dir: &Path) -> anyhow::Result<(String, Option<EmbeddedPos
     Ok((embedded.url(), Some(embedded)))
 }
 
-/// Every role, the given address, the dev secret, private webhook targets allowed.
+/// Every role, the given address, the dev secret and seal key, private webhook targets allowed.
 fn config(args: &DevArgs, url: String) -> anyhow::Result<Config> {
-    let secret = match std::env::var("OUTBOX_JWT_SECRET").ok().filter(|s| !s.is_empty()) {
+    let from_env = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let secret = match from_env("OUTBOX_JWT_SECRET") {
         Some(secret) => secret,
-        None => dev_secret(&secret_path(&args.data_dir))?,
+        None => kept(&beside(&args.data_dir, "dev-secret"), "the dev secret", is_jwt_secret, || {
+            Ok(hex::encode(rand::random::<[u8; 32]>()))
+        })?,
+    };
+    let seal_key = match from_env("OUTBOX_WEBHOOK_SEAL_KEY") {
+        Some(key) => key,
+        None => kept(&beside(&args.data_dir, "dev-seal-key"), "the dev seal key", is_seal_key, || {
+            SealKey::generate().context("making a seal key")
+        })?,
     };
     let mut config =
         Config { database_url: Some(url), listen: args.listen, roles: Roles::default(), ..Config::default() };
     config.auth.jwt_secret = Some(secret);
+    config.webhooks.seal_key = Some(seal_key);
     config.allow_private_targets = true;
     config.validate()?;
     Ok(config)
 }
 
-/// `<data-dir>/../dev-secret`: next to the cluster, outside the directory initdb owns.
-fn secret_path(data_dir: &Path) -> PathBuf {
+/// `<data-dir>/../<name>`: next to the cluster, outside the directory initdb owns.
+fn beside(data_dir: &Path, name: &str) -> PathBuf {
     let parent = data_dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    parent.join("dev-secret")
+    parent.join(name)
 }
 
-/// Reads the dev secret, or generates and stores one (readable by the owner only).
-fn dev_secret(path: &Path) -> anyhow::Result<String> {
-    if let Ok(secret) = std::fs::read_to_string(path) {
-        let secret = secret.trim().to_owned();
-        if secret.len() >= crate::config::MIN_SECRET_BYTES {
-            return Ok(secret);
+fn is_jwt_secret(text: &str) -> bool {
+    text.len() >= crate::config::MIN_SECRET_BYTES
+}
+
+fn is_seal_key(text: &str) -> bool {
+    SealKey::parse(text).is_ok()
+}
+
+/// The secret kept at `path` when it is `valid`, or a new one from `make`, stored there
+/// (readable by the owner only).
+fn kept(
+    path: &Path,
+    what: &str,
+    valid: fn(&str) -> bool,
+    make: impl FnOnce() -> anyhow::Result<String>,
+) -> anyhow::Result<String> {
+    if let Ok(kept) = std::fs::read_to_string(path) {
+        let kept = kept.trim().to_owned();
+        if valid(&kept) {
+            return Ok(kept);
         }
     }
-    let secret = hex::encode(rand::random::<[u8; 32]>());
+    let secret = make()?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    write_private(path, &secret).with_context(|| format!("writing the dev secret to {}", path.display()))?;
+    write_private(path, &secret).with_context(|| format!("writing {what} to {}", path.display()))?;
     Ok(secret)
 }
 

@@ -28,6 +28,11 @@ const PATHS: &[&str] = &[
     "/sinks/audit/dead-letters/dl_1",
     "/sinks/audit/dead-letters/dl_1/replay",
     "/sinks/missing/dead-letters",
+    "/webhooks",
+    "/webhooks",
+    "/webhooks/wh_01jbz0000000000000000000",
+    "/webhooks/wh_01jbz0000000000000000000/rotate-secret",
+    "/webhooks/wh_01jbz0000000000000000000/attempts",
     "/admin/streams/close",
     "/healthz",
     "/readyz",
@@ -43,6 +48,7 @@ fn parameters(path: &str) -> &'static [&'static str] {
         "/events" => &["tenantId", "types", "type", "subject", "cursor", "limit"],
         "/watch" => &["tenantId", "types", "cursor"],
         p if p.ends_with("/dead-letters") => &["cursor", "limit", "replayed"],
+        p if p.starts_with("/webhooks") => &["tenantId", "cursor", "limit"],
         _ => &["limit"],
     }
 }
@@ -89,6 +95,13 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
         Just(b"[{\"type\":\"node.joined\",\"tenantId\":\"acme\",\"subject\":\"node/n\\u00001\",\"data\":{}}]".to_vec()),
         Just(br#"{"type":"node.joined","tenantId":"ac\u0000me","subject":"node/n1","data":{"k":"\u0000"}}"#.to_vec()),
         Just(br#"{"selector":{"tenantId":"acme\u0000"},"reason":"x"}"#.to_vec()),
+        Just(br#"{"url":"https://93.184.215.14/hook","types":["node.*"],"metadata":{"k\u0000":"v"}}"#.to_vec()),
+        Just(
+            br#"{"url":"https://93.184.215.14/h\u0000ook","description":"a\u0000b","headers":{"X-K":"v\u0000"}}"#
+                .to_vec()
+        ),
+        Just(br#"{"url":"https://localhost/","types":["no\u0000de.*"]}"#.to_vec()),
+        Just(br#"{"enabled":true,"resume":"now","secret":"whsec_\u0000"}"#.to_vec()),
         "\\PC{0,64}".prop_map(String::into_bytes),
     ]
 }
@@ -146,7 +159,7 @@ const TOKENS: usize = 4;
 
 fn tokens() -> [String; TOKENS] {
     [
-        token("acme", "events:read events:write", None),
+        token("acme", "events:read events:write webhooks:write", None),
         token("ops", "admin", None),
         token("acme", "", None),
         "not-a-token".to_owned(),
@@ -184,6 +197,7 @@ async fn no_input_makes_any_route_answer_5xx() {
     let mut config = config();
     let sink = serde_json::json!({"id": "audit", "kind": "jsonl", "path": std::env::temp_dir().join(format!("outbox-fuzz-{}.jsonl", std::process::id()))});
     config.sinks.push(serde_json::from_value(sink).expect("a jsonl sink"));
+    config.webhooks.seal_key = Some(outbox_pg::internal::seal::SealKey::generate().expect("a seal key"));
     config.validate().expect("the configuration");
     let server = TestServer::start(&db, config).await;
     let (addr, tokens) = (server.addr, tokens());

@@ -98,3 +98,35 @@ async fn http2_with_prior_knowledge_is_served() {
     let body = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&body).unwrap(), serde_json::json!({"status": "ok"}));
 }
+
+#[tokio::test]
+async fn the_server_mounts_the_webhook_routes_behind_its_seal_key() {
+    let db = database().await;
+    let writer = token("acme", "webhooks:write", None);
+    let body = serde_json::json!({"url": "http://127.0.0.1:9/hook", "types": ["node.*"]});
+
+    let without = TestServer::start(&db, config()).await;
+    let reply = post(without.addr, "/webhooks", Some(&writer), &body).await;
+    assert_eq!((reply.status, reply.error_code().as_str()), (503, "UNAVAILABLE"), "{}", reply.body);
+    assert!(reply.body.contains("OUTBOX_WEBHOOK_SEAL_KEY"), "{}", reply.body);
+    drop(without);
+
+    let mut sealed = config();
+    sealed.webhooks.seal_key = Some(outbox_pg::internal::seal::SealKey::generate().unwrap());
+    let server = TestServer::start(&db, sealed.clone()).await;
+    let loopback = serde_json::json!({"url": "https://127.0.0.1:9/hook"});
+    let reply = post(server.addr, "/webhooks", Some(&writer), &loopback).await;
+    assert_eq!(reply.status, 400, "a loopback target without allow_private_targets: {}", reply.body);
+    assert!(reply.body.contains("loopback"), "{}", reply.body);
+    drop(server);
+
+    sealed.allow_private_targets = true;
+    let server = TestServer::start(&db, sealed).await;
+    let reply = post(server.addr, "/webhooks", Some(&writer), &body).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let id = reply.json()["id"].as_str().unwrap().to_owned();
+    let reply = get(server.addr, &format!("/webhooks/{id}"), Some(&writer)).await;
+    assert_eq!((reply.status, reply.json()["types"].clone()), (200, serde_json::json!(["node.*"])));
+    let reader = token("acme", "events:read", None);
+    assert_eq!(get(server.addr, "/webhooks", Some(&reader)).await.status, 403, "events:read is not enough");
+}
