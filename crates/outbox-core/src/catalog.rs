@@ -56,12 +56,20 @@ pub struct Catalog {
 impl Catalog {
     /// The families Outbox itself publishes, present in every catalog: type, subject,
     /// module, description.
-    pub const OWN: &'static [(&'static str, &'static str, &'static str, &'static str)] = &[(
-        "webhook.ping",
-        "webhook/{id}",
-        "outbox",
-        "A test delivery to a webhook subscription (POST /webhooks/{id}/ping)",
-    )];
+    pub const OWN: &'static [(&'static str, &'static str, &'static str, &'static str)] = &[
+        (
+            "webhook.ping",
+            "webhook/{id}",
+            "outbox",
+            "A test delivery to a webhook subscription (POST /webhooks/{id}/ping)",
+        ),
+        (
+            "webhook.disabled",
+            "webhook/{id}",
+            "outbox",
+            "A webhook subscription was disabled: its endpoint answered 410 (gone), or every attempt failed for disable_after (failing): { webhookId, reason, failingSince }",
+        ),
+    ];
 
     /// Outbox's own families alone: where a host that declares its own starts.
     pub fn empty() -> Catalog {
@@ -143,7 +151,8 @@ fn rows(rows: &[(&str, &str, &str, &str)]) -> Vec<CatalogEntry> {
         .collect()
 }
 
-/// The rows of `seeds/event-catalog.txt` but Outbox's own (`webhook.ping`): type or
+/// The rows of `seeds/event-catalog.txt` but Outbox's own (`webhook.ping`, beside which
+/// Outbox publishes `webhook.disabled`): type or
 /// pattern, subject, module, description.
 #[rustfmt::skip]
 const CONTROL_PLANE: [(&str, &str, &str, &str); 31] = [
@@ -189,9 +198,9 @@ mod tests {
     }
 
     #[test]
-    fn the_control_plane_preset_is_the_32_seed_rows_in_order() {
+    fn the_control_plane_preset_is_the_32_seed_rows_in_order_then_outboxs_own() {
         let catalog = Catalog::control_plane();
-        assert_eq!(catalog.entries().len(), 32);
+        assert_eq!(catalog.entries().len(), 33);
         let first = &catalog.entries()[0];
         assert_eq!(
             (first.pattern.as_str(), first.subject.as_str(), first.module.as_str()),
@@ -204,7 +213,7 @@ mod tests {
     fn an_empty_catalog_holds_outboxs_own_families_alone() {
         let empty = Catalog::empty();
         let own: Vec<&str> = empty.entries().iter().map(|entry| entry.pattern.as_str()).collect();
-        assert_eq!(own, ["webhook.ping"]);
+        assert_eq!(own, ["webhook.ping", "webhook.disabled"]);
         assert_eq!(Catalog::default(), empty);
         assert_eq!(Catalog::new([]), empty);
         assert!(!empty.check_type("node.joined"));
@@ -271,7 +280,7 @@ mod tests {
     fn with_extra_adds_families_before_outboxs_own() {
         let family = CatalogEntry::new(pattern("billing.*"), "invoice/{id}", "billing", "Invoices issued and paid");
         let catalog = Catalog::control_plane().with_extra([family.clone()]);
-        assert_eq!(catalog.entries().len(), 33);
+        assert_eq!(catalog.entries().len(), 34);
         assert_eq!(catalog.entries()[31], family);
         assert_eq!(catalog.entries()[32].pattern.as_str(), "webhook.ping");
         assert!(catalog.check_type("billing.invoice-paid"));
@@ -283,7 +292,7 @@ mod tests {
         let order = CatalogEntry::new(pattern("order.*"), "order/{id}", "shop", "Orders placed and shipped");
         let shop = Catalog::new([order.clone()]).with_extra([family.clone()]);
         let patterns: Vec<&str> = shop.entries().iter().map(|entry| entry.pattern.as_str()).collect();
-        assert_eq!(patterns, ["order.*", "billing.*", "webhook.ping"]);
+        assert_eq!(patterns, ["order.*", "billing.*", "webhook.ping", "webhook.disabled"]);
         assert!(shop.check_type("order.created"));
         assert!(!shop.check_type("node.joined"), "a host's catalog holds none of the preset's families");
     }

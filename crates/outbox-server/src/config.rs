@@ -559,7 +559,7 @@ mod tests {
             catalog.entries().iter().map(|entry| entry.pattern.as_str().to_owned()).collect()
         };
         let default = load("", &[], &Overrides::default()).unwrap();
-        assert_eq!(patterns(&default).len(), 32, "the control-plane preset by default");
+        assert_eq!(patterns(&default).len(), 33, "the control-plane preset by default, then Outbox's own");
         assert_eq!(patterns(&default)[0], "site.*");
 
         let shop = r#"
@@ -572,7 +572,7 @@ mod tests {
             description = "Orders placed, paid and shipped"
         "#;
         let config = load(shop, &[], &Overrides::default()).unwrap();
-        assert_eq!(patterns(&config), ["order.*", "webhook.ping"]);
+        assert_eq!(patterns(&config), ["order.*", "webhook.ping", "webhook.disabled"]);
         let beside = shop.replace(r#"preset = "none""#, r#"preset = "control-plane""#);
         let config = load(&beside, &[], &Overrides::default()).unwrap();
         assert_eq!(patterns(&config)[31], "order.*", "declared families come after the preset's");

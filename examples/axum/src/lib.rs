@@ -30,7 +30,7 @@ pub fn migrator() -> Migrator {
 }
 
 /// What the shop publishes, as `GET /outbox/event-types` lists it (after it, Outbox's own
-/// `webhook.ping`).
+/// `webhook.ping`, `webhook.disabled`).
 pub fn catalog() -> Catalog {
     let orders = Pattern::parse("order.*").expect("a valid pattern");
     Catalog::new([CatalogEntry::new(orders, "order/{id}", "shop", "Orders placed: { item, quantity }")])

@@ -90,7 +90,7 @@ async fn orders_are_published_in_their_transaction_and_reach_every_reader() {
         .unwrap();
     let types: Vec<&str> =
         types["items"].as_array().unwrap().iter().map(|item| item["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["order.*", "webhook.ping"], "the shop's catalog, then Outbox's own");
+    assert_eq!(types, ["order.*", "webhook.ping", "webhook.disabled"], "the shop's catalog, then Outbox's own");
 
     let anonymous = Client::new(&base).unwrap().with_path_prefix("/outbox").unwrap();
     let refused = anonymous.list(&ListQuery::default()).await.unwrap_err();

@@ -27,7 +27,7 @@ async fn answers_a_hosts_own_families_then_outboxs() {
     let server = TestServer::start().await;
     let items = server.get("/event-types", Some("acme:read")).await.json()["items"].as_array().unwrap().clone();
     let types: Vec<&str> = items.iter().map(|item| item["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["webhook.ping"], "a service starts from the empty catalog");
+    assert_eq!(types, ["webhook.ping", "webhook.disabled"], "a service starts from the empty catalog");
 
     let extra = CatalogEntry::new(Pattern::parse("billing.*").unwrap(), "invoice/{id}", "billing", "Invoices.");
     let order = CatalogEntry::new(Pattern::parse("order.*").unwrap(), "order/{id}", "shop", "Orders.");
@@ -35,6 +35,6 @@ async fn answers_a_hosts_own_families_then_outboxs() {
     let server = TestServer::with(|service| service.with_catalog(catalog)).await;
     let items = server.get("/event-types", Some("acme:read")).await.json()["items"].as_array().unwrap().clone();
     let types: Vec<&str> = items.iter().map(|item| item["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["order.*", "billing.*", "webhook.ping"]);
+    assert_eq!(types, ["order.*", "billing.*", "webhook.ping", "webhook.disabled"]);
     assert_eq!(items[1]["module"], "billing");
 }
