@@ -73,13 +73,22 @@ pub struct HoldingCursor {
     pub position: Position,
 }
 
-/// The cursors of the outbox that `holders` counts, lowest position first.
+/// The cursors of the outbox that `holders` counts, lowest position first: the sinks' and
+/// the other consumers' of stream `outbox`, and every enabled webhook subscription's
+/// (named `webhook:<id>`); a disabled subscription holds nothing back.
 pub async fn holding_cursors<'e>(executor: impl PgExecutor<'e>, holders: &Holders) -> Result<Vec<HoldingCursor>> {
-    let rows: Vec<(String, Xid8, i64)> =
-        sqlx::query_as("SELECT name, txid, seq FROM outbox_cursors WHERE stream = $1 ORDER BY txid, seq, name")
-            .bind(OUTBOX_STREAM)
-            .fetch_all(executor)
-            .await?;
+    let rows: Vec<(String, Xid8, i64)> = sqlx::query_as(
+        "SELECT name, txid, seq FROM outbox_cursors WHERE stream = $1
+             UNION ALL
+             SELECT 'webhook:' || c.name, c.txid, c.seq FROM outbox_cursors c
+             JOIN outbox_webhooks w ON w.id = c.name AND w.enabled
+             WHERE c.stream = $2
+             ORDER BY txid, seq, name",
+    )
+    .bind(OUTBOX_STREAM)
+    .bind(crate::internal::webhook::CURSOR_STREAM)
+    .fetch_all(executor)
+    .await?;
     Ok(rows
         .into_iter()
         .filter(|(name, _, _)| holders.holds(name))

@@ -465,10 +465,16 @@ pub async fn keys<'e>(executor: impl PgExecutor<'e>, key: &SealKey, id: &str) ->
     Ok(Some(Keys { signing, headers: open.headers }))
 }
 
-/// Records an attempt of subscription `id` and forgets all but the newest
-/// [`ATTEMPTS_KEPT`].
+/// Records an attempt of subscription `id` (a ping's, say) and forgets all but the
+/// newest [`ATTEMPTS_KEPT`].
 pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &Attempt) -> Result<()> {
     let mut tx = pool.begin().await?;
+    insert_attempt(&mut tx, id, attempt).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn insert_attempt(tx: &mut Transaction<'_, Postgres>, id: &str, attempt: &Attempt) -> Result<()> {
     sqlx::query(
         "INSERT INTO outbox_webhook_attempts (webhook_id, at, event_id, status, duration_ms, error, response)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -480,7 +486,7 @@ pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &Attempt) -> Resul
     .bind(i32::try_from(attempt.duration_ms).unwrap_or(i32::MAX))
     .bind(&attempt.error)
     .bind(&attempt.response)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
     sqlx::query(
         "DELETE FROM outbox_webhook_attempts WHERE webhook_id = $1 AND id <= (
@@ -488,9 +494,8 @@ pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &Attempt) -> Resul
     )
     .bind(id)
     .bind(ATTEMPTS_KEPT)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    tx.commit().await?;
     Ok(())
 }
 
@@ -519,6 +524,86 @@ pub async fn attempts(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<O
         })
         .collect();
     Ok(Some(attempts))
+}
+
+/// Every enabled subscription's id and when it last changed, in id order: what a delivery
+/// process compares with the loops it runs.
+pub async fn enabled<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(String, OffsetDateTime)>> {
+    Ok(sqlx::query_as("SELECT id, updated_at FROM outbox_webhooks WHERE enabled ORDER BY id")
+        .fetch_all(executor)
+        .await?)
+}
+
+/// What [`record_outcome`] did to the subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing changed but the attempt and the failing time.
+    Recorded,
+    /// It is disabled now: `failing` after `disable_after` of failures only, or `gone`
+    /// after a 410. A `webhook.disabled` event was published for its tenant.
+    Disabled,
+}
+
+/// Records `attempt` of subscription `id` and what it says: a success ends a run of
+/// failures; a failure starts one (`failing_since`) or, when the run has lasted
+/// `disable_after`, disables the subscription (`failing`). `gone` (the endpoint answered
+/// 410) disables it at once. Disabling publishes `webhook.disabled` (subject
+/// `webhook/<id>`, data `{webhookId, reason, failingSince}`) for its tenant in the same
+/// transaction. Times are `compute_now()`.
+pub async fn record_outcome(
+    pool: &PgPool,
+    id: &str,
+    attempt: &Attempt,
+    delivered: bool,
+    gone: bool,
+    disable_after: Duration,
+) -> Result<Outcome> {
+    let mut tx = pool.begin().await?;
+    insert_attempt(&mut tx, id, attempt).await?;
+    let seconds = i64::try_from(disable_after.as_secs()).unwrap_or(i64::MAX);
+    let disabled: Option<(String, String, Option<OffsetDateTime>)> = if delivered {
+        sqlx::query("UPDATE outbox_webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        None
+    } else {
+        // Only a subscription that is disabled now changes `updated_at`: the delivery
+        // restarts a subscription's loop when it changes, and a failure must not.
+        let row: Option<(String, bool, Option<OffsetDateTime>)> = sqlx::query_as(
+            "UPDATE outbox_webhooks w SET
+                failing_since = COALESCE(w.failing_since, compute_now()),
+                enabled = NOT d.disable,
+                disabled_reason = CASE WHEN NOT d.disable THEN NULL WHEN $2 THEN 'gone' ELSE 'failing' END,
+                updated_at = CASE WHEN d.disable THEN compute_now() ELSE w.updated_at END
+             FROM (SELECT $2 OR COALESCE(failing_since, compute_now()) <= compute_now() - make_interval(secs => $3)
+                          AS disable
+                   FROM outbox_webhooks WHERE id = $1) d
+             WHERE w.id = $1 AND w.enabled
+             RETURNING w.tenant_id, d.disable, w.failing_since",
+        )
+        .bind(id)
+        .bind(gone)
+        .bind(seconds as f64)
+        .fetch_optional(&mut *tx)
+        .await?;
+        row.filter(|(_, disable, _)| *disable).map(|(tenant, _, since)| {
+            let reason = if gone { "gone" } else { "failing" };
+            (tenant, reason.to_owned(), since)
+        })
+    };
+    let outcome = match disabled {
+        Some((tenant, reason, since)) => {
+            let since = since.and_then(|since| since.format(&time::format_description::well_known::Rfc3339).ok());
+            let data = serde_json::json!({ "webhookId": id, "reason": reason, "failingSince": since });
+            let event = outbox_core::NewEvent::new("webhook.disabled", tenant, format!("webhook/{id}"), data);
+            crate::publish(&mut *tx, &event).await?;
+            Outcome::Disabled
+        }
+        None => Outcome::Recorded,
+    };
+    tx.commit().await?;
+    Ok(outcome)
 }
 
 /// Serializes creations and counts of one tenant's subscriptions.

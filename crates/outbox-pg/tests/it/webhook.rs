@@ -185,3 +185,19 @@ async fn the_newest_hundred_attempts_are_kept_newest_first() {
     assert_eq!((kept[0].status, kept[0].duration_ms, kept[0].error.as_deref()), (Some(200), 104, None));
     assert_eq!(kept[1].error.as_deref(), Some("refused"));
 }
+
+#[tokio::test]
+async fn an_enabled_subscription_holds_retention_back_and_a_disabled_one_does_not() {
+    use outbox_pg::internal::retention::{Holders, holding_cursors};
+    let db = TestDb::new().await;
+    let key = key();
+    let (created, _) = webhook::create(&db.pool, &key, "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
+    let names = |cursors: Vec<outbox_pg::internal::retention::HoldingCursor>| -> Vec<String> {
+        cursors.into_iter().map(|cursor| cursor.name).collect()
+    };
+    let holding = names(holding_cursors(&db.pool, &Holders::Every).await.unwrap());
+    assert_eq!(holding, [format!("webhook:{}", created.id)]);
+    let off = Patch { enabled: Some(false), ..Patch::default() };
+    webhook::update(&db.pool, &key, None, &created.id, &off).await.unwrap();
+    assert!(holding_cursors(&db.pool, &Holders::Every).await.unwrap().is_empty(), "a disabled one holds nothing back");
+}
