@@ -292,7 +292,8 @@ pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
 /// Builds the sink and how the dispatcher feeds it (filter, batch, attempts).
 pub fn build_spec(config: &SinkConfig) -> Result<SinkSpec> {
     let sink = build_sink(config)?;
-    Ok(SinkSpec { sink: sink.into(), filter: config.filter(), batch: config.batch, max_attempts: config.max_attempts })
+    let spec = SinkSpec::shared(sink.into()).batch(config.batch).max_attempts(config.max_attempts);
+    Ok(SinkSpec { filter: config.filter(), ..spec })
 }
 
 #[cfg(test)]

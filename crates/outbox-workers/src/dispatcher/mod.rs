@@ -53,6 +53,34 @@ pub struct SinkFilter {
     pub types: Vec<Pattern>,
 }
 
+/// Where a loop keeps its lease, its cursor, its dead letters and its health: a
+/// configured sink's own names by default ([`ConsumerNames::sink`]); a webhook
+/// subscription's are its own (SPEC §7.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerNames {
+    /// The lease the loop holds while it delivers.
+    pub lease: String,
+    /// The cursor's stream in `outbox_cursors`.
+    pub cursor_stream: String,
+    /// The cursor's name.
+    pub cursor_name: String,
+    /// The name its dead letters and health reports are kept under.
+    pub records: String,
+}
+
+impl ConsumerNames {
+    /// Sink `id`'s: lease `singleton:outbox-dispatch:<id>`, cursor `('outbox', 'sink:<id>')`,
+    /// dead letters and health under `<id>`.
+    pub fn sink(id: &str) -> ConsumerNames {
+        ConsumerNames {
+            lease: outbox_pg::internal::lease::dispatch_name(id),
+            cursor_stream: outbox_pg::internal::cursor::OUTBOX_STREAM.to_owned(),
+            cursor_name: outbox_pg::internal::cursor::sink_name(id),
+            records: id.to_owned(),
+        }
+    }
+}
+
 /// A sink and how the dispatcher feeds it.
 #[derive(Clone)]
 pub struct SinkSpec {
@@ -64,6 +92,8 @@ pub struct SinkSpec {
     pub batch: usize,
     /// How many times one event may fail before it can be dead-lettered (SPEC §7.4).
     pub max_attempts: u32,
+    /// Where its lease, cursor, dead letters and health are kept.
+    pub names: ConsumerNames,
 }
 
 impl SinkSpec {
@@ -74,7 +104,8 @@ impl SinkSpec {
 
     /// Like [`SinkSpec::new`] for a sink that is already shared.
     pub fn shared(sink: Arc<dyn Sink>) -> SinkSpec {
-        SinkSpec { sink, filter: SinkFilter::default(), batch: 100, max_attempts: 5 }
+        let names = ConsumerNames::sink(sink.id());
+        SinkSpec { sink, filter: SinkFilter::default(), batch: 100, max_attempts: 5, names }
     }
 
     /// Only `tenant`'s events.
@@ -98,6 +129,12 @@ impl SinkSpec {
     /// `max_attempts` failures of one event before it can be dead-lettered.
     pub fn max_attempts(mut self, max_attempts: u32) -> SinkSpec {
         self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Keeps the lease, cursor, dead letters and health under `names`.
+    pub fn names(mut self, names: ConsumerNames) -> SinkSpec {
+        self.names = names;
         self
     }
 
@@ -163,6 +200,22 @@ pub fn default_holder() -> String {
         .unwrap_or_else(|| "localhost".into());
     let random = ulid::Ulid::generate().to_string().to_lowercase();
     format!("{host}:{}:{}", std::process::id(), &random[16..])
+}
+
+/// Spawns the loop of `spec` alone, stopping gracefully when `shutdown` turns true: what
+/// the webhook deliveries run, one per subscription, each with its own shutdown.
+#[cfg_attr(not(feature = "webhook"), allow(dead_code))]
+pub(crate) fn spawn_loop(
+    pool: PgPool,
+    spec: &SinkSpec,
+    config: Arc<DispatcherConfig>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(JoinHandle<()>, watch::Receiver<LocalState>)> {
+    spec.check()?;
+    let state = watch::Sender::new(LocalState::default());
+    let receiver = state.subscribe();
+    let runner = runner::Runner::new(pool, spec, config, state, shutdown);
+    Ok((tokio::spawn(runner.run()), receiver))
 }
 
 /// One sink as the dispatcher keeps it.

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
-use outbox_pg::internal::cursor::sink_name;
-use outbox_pg::internal::lease::{Lease, dispatch_name};
+use outbox_pg::internal::lease::Lease;
 use outbox_pg::internal::read::read_to_head;
 use outbox_pg::internal::sink_health;
 use outbox_pg::sqlx::PgPool;
@@ -129,7 +128,10 @@ pub(super) struct Runner {
     /// Turns true when the lease held now is lost (a fresh, never-set channel between leases).
     lost: watch::Receiver<bool>,
     lease_name: String,
+    cursor_stream: String,
     cursor_name: String,
+    /// The name dead letters and health reports are kept under.
+    records: String,
     /// Not before this time may the sink be called again (a `Retry-After`).
     not_before: Option<OffsetDateTime>,
 }
@@ -142,7 +144,6 @@ impl Runner {
         state: watch::Sender<LocalState>,
         shutdown: watch::Receiver<bool>,
     ) -> Runner {
-        let id = spec.sink.id();
         Runner {
             pool,
             sink: spec.sink.clone(),
@@ -153,8 +154,10 @@ impl Runner {
             state,
             shutdown,
             lost: lease::never_lost(),
-            lease_name: dispatch_name(id),
-            cursor_name: sink_name(id),
+            lease_name: spec.names.lease.clone(),
+            cursor_stream: spec.names.cursor_stream.clone(),
+            cursor_name: spec.names.cursor_name.clone(),
+            records: spec.names.records.clone(),
             not_before: None,
         }
     }
@@ -230,7 +233,7 @@ impl Runner {
         tracing::warn!(sink = self.sink.id(), error = %failure.message, delay_ms = delay.as_millis() as u64, "backing off");
         self.note_error(&failure.message);
         self.update(|state| state.activity = Activity::BackingOff { until });
-        match sink_health::record_failure(&self.pool, self.sink.id(), &failure.message, delay).await {
+        match sink_health::record_failure(&self.pool, &self.records, &failure.message, delay).await {
             Ok(()) => work.reported_failure = true,
             Err(error) => tracing::debug!(sink = self.sink.id(), %error, "reporting the failure failed"),
         }
@@ -241,7 +244,7 @@ impl Runner {
     async fn recovered(&self, work: &mut Work) {
         work.backoff.reset();
         if work.reported_failure {
-            match sink_health::record_recovery(&self.pool, self.sink.id()).await {
+            match sink_health::record_recovery(&self.pool, &self.records).await {
                 Ok(()) => work.reported_failure = false,
                 Err(error) => tracing::debug!(sink = self.sink.id(), %error, "reporting the recovery failed"),
             }
@@ -360,7 +363,7 @@ impl Runner {
     async fn report_error(&self, message: &str) {
         self.note_error(message);
         self.update(|state| state.failed_calls += 1);
-        if let Err(error) = sink_health::record_error(&self.pool, self.sink.id(), message).await {
+        if let Err(error) = sink_health::record_error(&self.pool, &self.records, message).await {
             tracing::debug!(sink = self.sink.id(), %error, "reporting the error failed");
         }
     }

@@ -228,7 +228,7 @@ impl Runner {
     ) -> Step {
         let failing_for = (self.config.clock.now() - suspect.first_failed).try_into().unwrap_or(Duration::ZERO);
         let letter = NewDeadLetter {
-            sink: self.sink.id(),
+            sink: &self.records,
             event,
             error: suspect.last_error.message(),
             attempts: suspect.attempts,

@@ -6,7 +6,7 @@
 //! ([`Durability::Relaxed`]); its order and the fence are unchanged.
 
 use outbox_core::Position;
-use outbox_pg::internal::cursor::{self, Durability, OUTBOX_STREAM, Saved};
+use outbox_pg::internal::cursor::{self, Durability, Saved};
 use outbox_pg::internal::dead_letter::NewDeadLetter;
 use outbox_pg::internal::lease::Lease;
 use outbox_pg::sqlx::PgPool;
@@ -49,7 +49,8 @@ impl Runner {
         if progress.loaded {
             return Ok(());
         }
-        let position = cursor::load(&self.pool, OUTBOX_STREAM, &self.cursor_name).await.map_err(Failure::database)?;
+        let position =
+            cursor::load(&self.pool, &self.cursor_stream, &self.cursor_name).await.map_err(Failure::database)?;
         progress.cursor = position;
         progress.after = position;
         progress.loaded = true;
@@ -72,7 +73,7 @@ impl Runner {
         if already && letter.is_none() {
             return Ok(());
         }
-        let saved = save(&self.pool, lease, &self.cursor_name, to, letter.as_ref()).await;
+        let saved = save(&self.pool, lease, &self.cursor_stream, &self.cursor_name, to, letter.as_ref()).await;
         self.settle_save(progress, to, saved, letter.is_some())
     }
 
@@ -86,8 +87,9 @@ impl Runner {
         if progress.cursor.is_some_and(|cursor| cursor >= to) {
             return Ok(());
         }
-        let (pool, lease, name) = (self.pool.clone(), lease.clone(), self.cursor_name.clone());
-        let saving = tokio::spawn(async move { save(&pool, &lease, &name, to, None).await });
+        let (pool, lease, stream, name) =
+            (self.pool.clone(), lease.clone(), self.cursor_stream.clone(), self.cursor_name.clone());
+        let saving = tokio::spawn(async move { save(&pool, &lease, &stream, &name, to, None).await });
         progress.pass(to);
         progress.saving = Some((to, saving));
         Ok(())
@@ -134,15 +136,14 @@ impl Runner {
 async fn save(
     pool: &PgPool,
     lease: &Lease,
+    stream: &str,
     name: &str,
     to: Position,
     letter: Option<&NewDeadLetter<'_>>,
 ) -> Result<Saved, Failure> {
     let saved = match letter {
-        None => cursor::save(pool, lease, OUTBOX_STREAM, name, to, Durability::Relaxed).await,
-        Some(letter) => {
-            cursor::save_with_letter(pool, lease, OUTBOX_STREAM, name, to, letter, Durability::Relaxed).await
-        }
+        None => cursor::save(pool, lease, stream, name, to, Durability::Relaxed).await,
+        Some(letter) => cursor::save_with_letter(pool, lease, stream, name, to, letter, Durability::Relaxed).await,
     };
     saved.map_err(Failure::database)
 }
