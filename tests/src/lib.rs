@@ -23,6 +23,63 @@ pub mod wait {
     }
 }
 
+pub mod standard_webhooks {
+    //! A Standard Webhooks verifier written from the specification, for the receivers of
+    //! the tests: nothing is shared with the signer's code.
+    //!
+    //! signed content = `"<webhook-id>.<webhook-timestamp>.<body>"`; signature =
+    //! base64(HMAC-SHA256(key, signed content)); key = base64-decode(the secret without its
+    //! `whsec_` prefix); `webhook-signature` is a space-separated list of
+    //! `"<version>,<signature>"`; a request is valid when one `v1` signature matches
+    //! (compared in constant time) and the timestamp is within 5 minutes of now. HMAC is
+    //! computed here from SHA-256 alone (RFC 2104).
+
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use http::HeaderMap;
+    use sha2::{Digest, Sha256};
+
+    /// HMAC-SHA256 of `message` under `key` (RFC 2104).
+    pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+        const BLOCK: usize = 64;
+        let mut block_key = [0u8; BLOCK];
+        if key.len() > BLOCK {
+            block_key[..32].copy_from_slice(&Sha256::digest(key));
+        } else {
+            block_key[..key.len()].copy_from_slice(key);
+        }
+        let inner_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x36).collect();
+        let outer_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x5c).collect();
+        let inner = Sha256::new().chain_update(&inner_pad).chain_update(message).finalize();
+        Sha256::new().chain_update(&outer_pad).chain_update(inner).finalize().into()
+    }
+
+    fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+
+    /// `Ok` when `headers` and `body` carry a valid `v1` signature by `secret` at `now`
+    /// (Unix seconds); else what is wrong.
+    pub fn verify(secret: &str, headers: &HeaderMap, body: &[u8], now: i64) -> Result<(), String> {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).ok_or(format!("missing {name}"));
+        let (id, timestamp, signatures) =
+            (header("webhook-id")?, header("webhook-timestamp")?, header("webhook-signature")?);
+        let seconds: i64 = timestamp.parse().map_err(|_| "webhook-timestamp is not a number".to_owned())?;
+        if (now - seconds).abs() > 5 * 60 {
+            return Err("timestamp outside the tolerance".into());
+        }
+        let key = BASE64.decode(secret.strip_prefix("whsec_").unwrap_or(secret)).map_err(|e| e.to_string())?;
+        let mut signed = format!("{id}.{timestamp}.").into_bytes();
+        signed.extend_from_slice(body);
+        let expected = BASE64.encode(hmac_sha256(&key, &signed));
+        let matches = signatures
+            .split(' ')
+            .filter_map(|s| s.split_once(','))
+            .any(|(version, signature)| version == "v1" && constant_time_eq(signature.as_bytes(), expected.as_bytes()));
+        if matches { Ok(()) } else { Err("no v1 signature matches".into()) }
+    }
+}
+
 pub mod services {
     //! The real NATS and Redis servers the tests use. A test that needs one that does not
     //! answer panics naming it: a broker test never passes without its broker.

@@ -10,6 +10,8 @@
 //! - [`replay()`], [`discard()`], [`sink_status()`]: what the API and CLI operate.
 //! - [`retention`]: the pass that prunes what every durable cursor has passed (SPEC §9).
 //! - [`doctor`]: [`doctor::self_check`], findings an operator can act on (SPEC §9).
+//! - [`WebhookDeliveries`] (feature `webhook`): tenants' webhook subscriptions delivered by
+//!   the dispatcher's loop, one per subscription (SPEC §7.6, [`webhooks`]).
 //! - [`Subscribers`]: in-process subscribers fed by the process's shared tail (SPEC §6,
 //!   [`subscribe`](mod@subscribe)).
 //!
@@ -45,14 +47,18 @@ pub mod sinks;
 mod state;
 pub mod subscribe;
 pub mod template;
+#[cfg(feature = "webhook")]
+pub mod webhooks;
 
 pub use backoff::{Backoff, BackoffPolicy};
 pub use clock::{Clock, SystemClock};
-pub use dispatcher::{Dispatcher, DispatcherConfig, SinkFilter, SinkSpec, default_holder};
+pub use dispatcher::{ConsumerNames, Dispatcher, DispatcherConfig, SinkFilter, SinkSpec, default_holder};
 pub use error::{Error, Result};
 pub use replay::{discard, replay};
 pub use sink::{Sink, SinkError, check_id};
 pub use state::{Activity, LAG_CAP, LocalState, SinkState, SinkStatus, sink_status};
 pub use subscribe::{Subscribers, Subscription};
+#[cfg(feature = "webhook")]
+pub use webhooks::{WebhookDeliveries, WebhookDeliveryConfig};
 
 pub use outbox_core as core;

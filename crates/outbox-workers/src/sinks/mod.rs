@@ -19,3 +19,5 @@ pub use nats::NatsSink;
 pub use redis::RedisSink;
 #[cfg(feature = "webhook")]
 pub use webhook::{WebhookSecret, WebhookSink, install_crypto_provider, parse_retry_after};
+#[cfg(feature = "webhook")]
+pub(crate) use webhook::{describe, judge};

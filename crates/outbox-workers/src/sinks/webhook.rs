@@ -52,6 +52,11 @@ impl WebhookSecret {
         Ok(WebhookSecret(key))
     }
 
+    /// The key of `bytes` (a subscription's secret, already checked).
+    pub fn from_bytes(bytes: Vec<u8>) -> WebhookSecret {
+        WebhookSecret(bytes)
+    }
+
     /// `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`.
     pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
@@ -121,7 +126,7 @@ impl WebhookSink {
 }
 
 /// What a response's status means for the delivery.
-fn judge(status: StatusCode, headers: &HeaderMap) -> std::result::Result<(), SinkError> {
+pub(crate) fn judge(status: StatusCode, headers: &HeaderMap) -> std::result::Result<(), SinkError> {
     if status.is_success() {
         return Ok(());
     }
@@ -151,7 +156,7 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 }
 
 /// A transport error in a few words, without the URL's query (which can hold secrets).
-fn describe(error: &reqwest::Error) -> String {
+pub(crate) fn describe(error: &reqwest::Error) -> String {
     let what = if error.is_timeout() {
         "timed out"
     } else if error.is_connect() {

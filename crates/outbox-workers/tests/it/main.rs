@@ -13,5 +13,6 @@ mod nats;
 mod redis;
 mod retention;
 mod subscribers;
+mod subscriptions;
 mod support;
 mod webhook;

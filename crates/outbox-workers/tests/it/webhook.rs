@@ -22,56 +22,13 @@ use outbox_workers::encoding::{Encoding, ProtoEvent};
 use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig};
 use parking_lot::Mutex;
 use prost::Message;
-use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 
 use crate::support::{cursor_of, db, fast_config, numbered, publish_and_read, wait_for};
 
-// ---- The verifier, from the Standard Webhooks specification ---------------------------------
-//
-// signed content = "<webhook-id>.<webhook-timestamp>.<body>"; signature = base64(HMAC-SHA256(key,
-// signed content)); key = base64-decode(secret without its "whsec_" prefix); the
-// webhook-signature header is a space-separated list of "<version>,<signature>"; a request is
-// valid when one "v1" signature matches (compared in constant time) and the timestamp is within
-// the tolerance (5 minutes) of now. HMAC is computed here from SHA-256 alone (RFC 2104), so
-// nothing is shared with the signer's code.
+// ---- The verifier: outbox_e2e::standard_webhooks, written from the specification ------------
 
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut block_key = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block_key[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block_key[..key.len()].copy_from_slice(key);
-    }
-    let inner_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x36).collect();
-    let outer_pad: Vec<u8> = block_key.iter().map(|b| b ^ 0x5c).collect();
-    let inner = Sha256::new().chain_update(&inner_pad).chain_update(message).finalize();
-    Sha256::new().chain_update(&outer_pad).chain_update(inner).finalize().into()
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn verify(secret: &str, headers: &HeaderMap, body: &[u8], now: i64) -> Result<(), String> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).ok_or(format!("missing {name}"));
-    let (id, timestamp, signatures) =
-        (header("webhook-id")?, header("webhook-timestamp")?, header("webhook-signature")?);
-    let seconds: i64 = timestamp.parse().map_err(|_| "webhook-timestamp is not a number".to_owned())?;
-    if (now - seconds).abs() > 5 * 60 {
-        return Err("timestamp outside the tolerance".into());
-    }
-    let key = BASE64.decode(secret.strip_prefix("whsec_").unwrap_or(secret)).map_err(|e| e.to_string())?;
-    let mut signed = format!("{id}.{timestamp}.").into_bytes();
-    signed.extend_from_slice(body);
-    let expected = BASE64.encode(hmac_sha256(&key, &signed));
-    let matches = signatures
-        .split(' ')
-        .filter_map(|s| s.split_once(','))
-        .any(|(version, signature)| version == "v1" && constant_time_eq(signature.as_bytes(), expected.as_bytes()));
-    if matches { Ok(()) } else { Err("no v1 signature matches".into()) }
-}
+pub(crate) use outbox_e2e::standard_webhooks::verify;
 
 #[test]
 fn the_verifier_accepts_the_specifications_test_vector_and_nothing_else() {
@@ -90,40 +47,40 @@ fn the_verifier_accepts_the_specifications_test_vector_and_nothing_else() {
 // ---- A receiver on loopback ------------------------------------------------------------------
 
 #[derive(Debug, Clone)]
-struct Received {
-    headers: HeaderMap,
-    body: Vec<u8>,
+pub(crate) struct Received {
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Vec<u8>,
     at: Instant,
 }
 
 impl Received {
-    fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or_default()
     }
 }
 
 /// What the receiver answers: a status, maybe `Retry-After`, maybe after a delay.
 #[derive(Clone, Copy)]
-struct Reply {
+pub(crate) struct Reply {
     status: u16,
     retry_after: Option<&'static str>,
     delay: Duration,
 }
 
-fn status(status: u16) -> Reply {
+pub(crate) fn status(status: u16) -> Reply {
     Reply { status, retry_after: None, delay: Duration::ZERO }
 }
 
 /// Decides a reply from the request and how many times this webhook-id was seen before.
 type Respond = dyn Fn(&Received, usize) -> Reply + Send + Sync;
 
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     requests: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
-    async fn start(respond: impl Fn(&Received, usize) -> Reply + Send + Sync + 'static) -> Receiver {
+    pub(crate) async fn start(respond: impl Fn(&Received, usize) -> Reply + Send + Sync + 'static) -> Receiver {
         let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
         let url = format!("http://{}/hooks/outbox", listener.local_addr().unwrap());
         let requests: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -144,7 +101,7 @@ impl Receiver {
         Receiver { url, requests }
     }
 
-    fn requests(&self) -> Vec<Received> {
+    pub(crate) fn requests(&self) -> Vec<Received> {
         self.requests.lock().clone()
     }
 }
@@ -165,7 +122,7 @@ async fn handle(request: Request<Incoming>, log: &Mutex<Vec<Received>>, respond:
     response
 }
 
-fn secret() -> String {
+pub(crate) fn secret() -> String {
     let key: [u8; 24] = rand::random();
     format!("whsec_{}", BASE64.encode(key))
 }

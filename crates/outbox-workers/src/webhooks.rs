@@ -1,0 +1,397 @@
+//! Webhook subscriptions' deliveries (SPEC §7.6): every enabled subscription is an ordered,
+//! durable consumer of its tenant's matching events, delivered one event per POST.
+//!
+//! [`WebhookDeliveries`] keeps one dispatcher loop per enabled subscription, the same loop
+//! that runs a configured sink (leases, fenced cursor saves, backoff honouring
+//! `Retry-After`, bisection and dead letters), under the subscription's own names: lease
+//! `singleton:outbox-webhook:<id>`, cursor `('webhooks', <id>)`, dead letters and health
+//! `webhook:<id>`. Every `refresh` it compares the enabled subscriptions with the loops it
+//! runs: a new or re-enabled one gets a loop, a deleted or disabled one's loop stops, and
+//! a changed one (a new URL, types, headers or secret) is restarted from its cursor. So a
+//! subscription disabled for a while resumes where it stopped, with no gap.
+//!
+//! Each POST carries the Standard Webhooks headers, signed with every secret that signs
+//! now (the current one and those in their grace period, space-separated `v1,…`), and
+//! the subscription's extra headers. It goes through one guarded HTTP client: no proxy
+//! from the environment, no redirect followed, the timeout of `[webhooks] timeout_ms`, and
+//! a resolver that answers only addresses the [`TargetPolicy`] allows, so the connection
+//! goes to an address that was checked (an IP literal is checked before the request).
+//! 2xx is delivered; 410 disables the subscription at once (`gone`); 408, 429, 5xx, a
+//! refused address and connection failures are retried; any other status is a refusal.
+//! Every attempt is recorded, and a run of failures longer than `disable_after` disables
+//! it (`failing`); either publishes `webhook.disabled` for its tenant.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use outbox_core::target::TargetPolicy;
+use outbox_core::webhook::{Url, literal_ip};
+use outbox_core::{Event, Pattern};
+use outbox_pg::internal::seal::SealKey;
+use outbox_pg::internal::webhook::{self as store, Attempt, CURSOR_STREAM, Keys, Webhook};
+use outbox_pg::sqlx::PgPool;
+use parking_lot::Mutex;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use time::OffsetDateTime;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::dispatcher::spawn_loop;
+use crate::encoding::{Encoder, Encoding};
+use crate::sinks::{WebhookSecret, describe, install_crypto_provider, judge};
+use crate::{ConsumerNames, DispatcherConfig, Error, Result, Sink, SinkError, SinkSpec};
+
+/// The most of an answer's body an attempt keeps.
+const RESPONSE_KEPT: usize = 1024;
+
+/// How the deliveries run.
+#[derive(Clone)]
+pub struct WebhookDeliveryConfig {
+    /// Opens the subscriptions' secrets and header values.
+    pub seal_key: Arc<SealKey>,
+    /// Which addresses a delivery may reach.
+    pub targets: TargetPolicy,
+    /// How long one POST may take (default 15 s).
+    pub timeout: Duration,
+    /// How long a run of failures lasts before the subscription is disabled (default 3 days).
+    pub disable_after: Duration,
+    /// Failures of one event before it can be dead-lettered (default 5).
+    pub max_attempts: u32,
+    /// How often the enabled subscriptions are compared with the loops (default 1 s).
+    pub refresh: Duration,
+    /// Leases, polling, backoff and shutdown of every loop.
+    pub dispatcher: DispatcherConfig,
+}
+
+impl WebhookDeliveryConfig {
+    /// The SPEC's defaults with `seal_key`.
+    pub fn new(seal_key: Arc<SealKey>) -> WebhookDeliveryConfig {
+        WebhookDeliveryConfig {
+            seal_key,
+            targets: TargetPolicy::default(),
+            timeout: Duration::from_secs(15),
+            disable_after: Duration::from_secs(3 * 24 * 3600),
+            max_attempts: 5,
+            refresh: Duration::from_secs(1),
+            dispatcher: DispatcherConfig::default(),
+        }
+    }
+}
+
+/// The running deliveries of one process.
+pub struct WebhookDeliveries {
+    shutdown: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl WebhookDeliveries {
+    /// Starts comparing the enabled subscriptions with the loops, on the current runtime.
+    pub fn start(pool: PgPool, config: WebhookDeliveryConfig) -> Result<WebhookDeliveries> {
+        if config.dispatcher.holder.is_empty() {
+            return Err(Error::config("holder", "must not be empty"));
+        }
+        let client = guarded_client(&config)?;
+        let (shutdown, signal) = watch::channel(false);
+        let supervisor = Supervisor {
+            pool,
+            dispatcher: Arc::new(config.dispatcher.clone()),
+            config,
+            client,
+            running: HashMap::new(),
+        };
+        Ok(WebhookDeliveries { shutdown, task: Mutex::new(Some(tokio::spawn(supervisor.run(signal)))) })
+    }
+
+    /// Stops every loop gracefully (each finishes or abandons its POST and releases its
+    /// lease) and waits for them. A second call returns at once.
+    pub async fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+        let task = self.task.lock().take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for WebhookDeliveries {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get_mut().take() {
+            task.abort();
+        }
+    }
+}
+
+/// One subscription's loop.
+struct Loop {
+    updated_at: OffsetDateTime,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+struct Supervisor {
+    pool: PgPool,
+    config: WebhookDeliveryConfig,
+    dispatcher: Arc<DispatcherConfig>,
+    client: reqwest::Client,
+    running: HashMap<String, Loop>,
+}
+
+impl Supervisor {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        while !*shutdown.borrow() {
+            match store::enabled(&self.pool).await {
+                Ok(enabled) => self.reconcile(enabled).await,
+                Err(error) => tracing::warn!(%error, "reading the webhook subscriptions failed; trying again"),
+            }
+            tokio::select! {
+                _ = shutdown.changed() => {}
+                () = tokio::time::sleep(self.config.refresh) => {}
+            }
+        }
+        let running: Vec<Loop> = self.running.drain().map(|(_, running)| running).collect();
+        for running in &running {
+            let _ = running.stop.send(true);
+        }
+        for running in running {
+            let _ = running.task.await;
+        }
+    }
+
+    /// Stops the loops of subscriptions gone, disabled or changed; starts the missing ones.
+    async fn reconcile(&mut self, enabled: Vec<(String, OffsetDateTime)>) {
+        let wanted: HashMap<String, OffsetDateTime> = enabled.into_iter().collect();
+        let stale: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(id, running)| wanted.get(*id) != Some(&running.updated_at) || running.task.is_finished())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            if let Some(running) = self.running.remove(&id) {
+                let _ = running.stop.send(true);
+                let _ = running.task.await;
+            }
+        }
+        for (id, updated_at) in wanted {
+            if self.running.contains_key(&id) {
+                continue;
+            }
+            match self.spawn(&id, updated_at).await {
+                Ok(Some(running)) => {
+                    self.running.insert(id, running);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(webhook = %id, %error, "starting a webhook subscription failed; trying again")
+                }
+            }
+        }
+    }
+
+    async fn spawn(&self, id: &str, updated_at: OffsetDateTime) -> Result<Option<Loop>> {
+        let Some(webhook) = store::get(&self.pool, None, id).await? else { return Ok(None) };
+        let Some(keys) = store::keys(&self.pool, &self.config.seal_key, id).await? else { return Ok(None) };
+        let types = webhook.types.iter().map(|text| Pattern::parse(text)).collect::<std::result::Result<Vec<_>, _>>();
+        let types = types.map_err(|error| Error::config(format!("webhooks[{id}].types"), error.to_string()))?;
+        let sink = SubscriptionSink::new(&webhook, keys, self)?;
+        let names = ConsumerNames {
+            lease: format!("singleton:outbox-webhook:{id}"),
+            cursor_stream: CURSOR_STREAM.to_owned(),
+            cursor_name: id.to_owned(),
+            records: store::dead_letter_sink(id),
+        };
+        let spec = SinkSpec::new(sink)
+            .tenant(webhook.tenant_id.clone())
+            .types(types)
+            .batch(1)
+            .max_attempts(self.config.max_attempts)
+            .names(names);
+        let (stop, signal) = watch::channel(false);
+        let (task, _state) = spawn_loop(self.pool.clone(), &spec, self.dispatcher.clone(), signal)?;
+        Ok(Some(Loop { updated_at, stop, task }))
+    }
+}
+
+/// The HTTP client every delivery and ping goes through.
+fn guarded_client(config: &WebhookDeliveryConfig) -> Result<reqwest::Client> {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .timeout(config.timeout)
+        .connect_timeout(config.timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardedResolver { policy: config.targets.clone() }))
+        .user_agent(concat!("outbox/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|error| Error::config("webhooks", format!("building the HTTP client: {error}")))
+}
+
+/// Resolves a name and answers only the addresses the policy allows: the connection can
+/// go nowhere else.
+struct GuardedResolver {
+    policy: TargetPolicy,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut refusals = Vec::new();
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|address| match policy.check(address.ip()) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        refusals.push(why);
+                        false
+                    }
+                })
+                .collect();
+            if allowed.is_empty() {
+                let why = if refusals.is_empty() { "no address".to_owned() } else { refusals.join("; ") };
+                return Err(format!("{host} resolves to no allowed address: {why}").into());
+            }
+            let addresses: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(addresses)
+        })
+    }
+}
+
+/// One subscription as a sink: one signed POST per event.
+struct SubscriptionSink {
+    id: String,
+    url: Url,
+    signing: Vec<WebhookSecret>,
+    headers: HeaderMap,
+    encoder: Encoder,
+    client: reqwest::Client,
+    pool: PgPool,
+    policy: TargetPolicy,
+    disable_after: Duration,
+    /// Set once an attempt disabled the subscription: no request goes out after it,
+    /// until the loop is stopped at the next refresh.
+    disabled: AtomicBool,
+}
+
+impl SubscriptionSink {
+    fn new(webhook: &Webhook, keys: Keys, supervisor: &Supervisor) -> Result<SubscriptionSink> {
+        let url = Url::parse(&webhook.url)
+            .map_err(|error| Error::config(format!("webhooks[{}].url", webhook.id), error.to_string()))?;
+        let signing = keys.signing.iter().map(|secret| WebhookSecret::from_bytes(secret.bytes().to_vec())).collect();
+        let mut headers = HeaderMap::new();
+        for (name, value) in &keys.headers {
+            let field = || format!("webhooks[{}].headers.{name}", webhook.id);
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| Error::config(field(), e.to_string()))?;
+            let value = HeaderValue::from_str(value).map_err(|e| Error::config(field(), e.to_string()))?;
+            headers.insert(name, value);
+        }
+        Ok(SubscriptionSink {
+            id: webhook.id.clone(),
+            url,
+            signing,
+            headers,
+            encoder: Encoder::new(Encoding::Json, crate::encoding::DEFAULT_SOURCE),
+            client: supervisor.client.clone(),
+            pool: supervisor.pool.clone(),
+            policy: supervisor.config.targets.clone(),
+            disable_after: supervisor.config.disable_after,
+            disabled: AtomicBool::new(false),
+        })
+    }
+
+    /// One POST of `event`, recorded as an attempt with what it says.
+    async fn post(&self, event: &Event) -> std::result::Result<(), SinkError> {
+        if self.disabled.load(Ordering::SeqCst) {
+            return Err(SinkError::retryable("the subscription is disabled"));
+        }
+        let started = Instant::now();
+        let time = OffsetDateTime::now_utc();
+        let (status, kept, result) = self.send(event).await;
+        let gone = status == Some(410);
+        if gone {
+            self.disabled.store(true, Ordering::SeqCst);
+        }
+        let result = if gone {
+            Err(SinkError::retryable("the endpoint answered 410 Gone: the subscription is disabled"))
+        } else {
+            result
+        };
+        let attempt = Attempt {
+            time,
+            event_id: Some(event.id.clone()),
+            status,
+            duration_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),
+            error: result.as_ref().err().map(|error| error.message().to_owned()),
+            response: kept,
+        };
+        match store::record_outcome(&self.pool, &self.id, &attempt, result.is_ok(), gone, self.disable_after).await {
+            Ok(store::Outcome::Disabled) => {
+                self.disabled.store(true, Ordering::SeqCst);
+                tracing::warn!(webhook = %self.id, error = ?attempt.error, "webhook subscription disabled");
+            }
+            Ok(store::Outcome::Recorded) => {}
+            Err(error) => tracing::warn!(webhook = %self.id, %error, "recording a webhook attempt failed"),
+        }
+        result
+    }
+
+    /// The answer's status, the start of its body, and what it means.
+    async fn send(&self, event: &Event) -> (Option<u16>, Option<String>, std::result::Result<(), SinkError>) {
+        if let Some(ip) = literal_ip(&self.url)
+            && let Err(why) = self.policy.check(ip)
+        {
+            return (None, None, Err(SinkError::retryable(why)));
+        }
+        let body = self.encoder.encode(event);
+        let timestamp = OffsetDateTime::now_utc().unix_timestamp();
+        let signature: Vec<String> =
+            self.signing.iter().map(|secret| secret.sign(&event.id, timestamp, &body)).collect();
+        let sent = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, self.encoder.content_type())
+            .header("webhook-id", &event.id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature.join(" "))
+            .body(body)
+            .send()
+            .await;
+        let mut response = match sent {
+            Ok(response) => response,
+            Err(error) => return (None, None, Err(SinkError::retryable(describe(&error)))),
+        };
+        let status = response.status();
+        let judged = judge(status, response.headers());
+        let mut kept = Vec::new();
+        while kept.len() < RESPONSE_KEPT {
+            match response.chunk().await {
+                Ok(Some(chunk)) => kept.extend_from_slice(&chunk[..chunk.len().min(RESPONSE_KEPT - kept.len())]),
+                _ => break,
+            }
+        }
+        let kept = (!kept.is_empty()).then(|| String::from_utf8_lossy(&kept).into_owned());
+        (Some(status.as_u16()), kept, judged)
+    }
+}
+
+impl Sink for SubscriptionSink {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, std::result::Result<(), SinkError>> {
+        Box::pin(async move {
+            for (index, event) in batch.iter().enumerate() {
+                self.post(event).await.map_err(|error| error.at(index))?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,238 @@
+//! Webhook subscriptions delivered by `WebhookDeliveries` to a real receiver on loopback,
+//! every request checked by the test's own Standard Webhooks verifier: order, tenant
+//! isolation, rotation, 410, resuming after a pause with no gap, poison events, and
+//! disabling after a run of failures.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use outbox_core::target::TargetPolicy;
+use outbox_core::webhook::Secret;
+use outbox_core::{Event, NewEvent};
+use outbox_pg::internal::dead_letter::{self, ListRequest};
+use outbox_pg::internal::seal::SealKey;
+use outbox_pg::internal::webhook::{self as store, NewWebhook, Patch};
+use outbox_pg::sqlx::PgPool;
+use outbox_workers::{WebhookDeliveries, WebhookDeliveryConfig};
+use serde_json::json;
+
+use crate::support::{all_events, db, fast_config, wait_for};
+use crate::webhook::{Received, Receiver, secret, status, verify};
+
+fn key() -> Arc<SealKey> {
+    Arc::new(SealKey::parse(&SealKey::generate().unwrap()).unwrap())
+}
+
+fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> WebhookDeliveries {
+    let mut config = WebhookDeliveryConfig::new(key.clone());
+    config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
+    config.refresh = Duration::from_millis(50);
+    config.max_attempts = 2;
+    config.timeout = Duration::from_secs(5);
+    config.dispatcher = fast_config();
+    WebhookDeliveries::start(pool.clone(), config).expect("starting the deliveries")
+}
+
+async fn subscribe(pool: &PgPool, key: &SealKey, tenant: &str, url: &str, secret: &str) -> String {
+    let new = NewWebhook {
+        url: url.into(),
+        types: vec!["node.*".into()],
+        headers: BTreeMap::from([("X-Receiver-Key".to_owned(), "k1".to_owned())]),
+        metadata: json!({}),
+        secret: Some(Secret::parse(secret).unwrap()),
+        ..NewWebhook::default()
+    };
+    store::create(pool, key, tenant, &new, 100).await.unwrap().0.id
+}
+
+fn node(tenant: &str, n: usize) -> NewEvent {
+    NewEvent::new("node.joined", tenant, format!("node/n{n}"), json!({ "n": n }))
+}
+
+async fn publish(pool: &PgPool, events: &[NewEvent]) {
+    outbox_pg::publish_many(pool, events).await.unwrap();
+}
+
+fn ids(requests: &[Received]) -> Vec<String> {
+    requests.iter().map(|r| r.id().to_owned()).collect()
+}
+
+/// The ids of the history's acme `node.*` events, in the history's order.
+async fn acme_nodes(pool: &PgPool) -> Vec<String> {
+    let all: Vec<Event> = all_events(pool).await;
+    all.into_iter().filter(|e| e.tenant_id == "acme" && e.event_type.starts_with("node.")).map(|e| e.id).collect()
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_receives_its_tenants_matching_events_in_order_signed_by_every_valid_secret() {
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|_, _| status(200)).await;
+    let first = secret();
+    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &first).await;
+    let running = deliveries(&db.pool, &key);
+
+    let mut events = Vec::new();
+    for n in 0..10 {
+        events.push(node("acme", n));
+        events.push(node("globex", n));
+        events.push(NewEvent::new("pool.created", "acme", format!("pool/p{n}"), json!({})));
+    }
+    publish(&db.pool, &events).await;
+    wait_for("ten deliveries", || async { receiver.requests().len() >= 10 }).await;
+    let received = receiver.requests();
+    assert_eq!(ids(&received), acme_nodes(&db.pool).await, "acme's node events once, in the history's order");
+    for request in &received {
+        verify(&first, &request.headers, &request.body, now()).expect("signed with the secret");
+        assert_eq!(request.headers["x-receiver-key"], "k1", "the subscription's own header");
+        let event: Event = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!((event.tenant_id.as_str(), event.event_type.as_str()), ("acme", "node.joined"));
+    }
+
+    let (_, second) = store::rotate(&db.pool, &key, None, &id, None, Duration::from_secs(3600)).await.unwrap().unwrap();
+    // The rotation restarts the subscription's loop with both secrets.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    publish(&db.pool, &[node("acme", 100), node("acme", 101)]).await;
+    wait_for("two more deliveries", || async { receiver.requests().len() >= 12 }).await;
+    for request in &receiver.requests()[10..] {
+        verify(&second.expose(), &request.headers, &request.body, now()).expect("the new secret verifies");
+        verify(&first, &request.headers, &request.body, now()).expect("the old one, in its grace period, too");
+        assert_eq!(request.headers["webhook-signature"].to_str().unwrap().split(' ').count(), 2);
+    }
+    assert_eq!(ids(&receiver.requests()), acme_nodes(&db.pool).await);
+    let attempts = store::attempts(&db.pool, None, &id).await.unwrap().unwrap();
+    assert_eq!(attempts.len(), 12);
+    assert_eq!(attempts[0].status, Some(200));
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_410_disables_at_once_and_enabling_again_delivers_everything_since_once_in_order() {
+    let db = db().await;
+    let key = key();
+    let gone = Arc::new(AtomicBool::new(true));
+    let answer = gone.clone();
+    let receiver = Receiver::start(move |_, _| status(if answer.load(Ordering::SeqCst) { 410 } else { 204 })).await;
+    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
+    let running = deliveries(&db.pool, &key);
+
+    publish(&db.pool, &[node("acme", 0)]).await;
+    wait_for("the subscription disabled as gone", || async {
+        let webhook = store::get(&db.pool, None, &id).await.unwrap().unwrap();
+        webhook.disabled_reason.as_deref() == Some("gone")
+    })
+    .await;
+    let disabled: Vec<Event> =
+        all_events(&db.pool).await.into_iter().filter(|e| e.event_type == "webhook.disabled").collect();
+    assert_eq!(disabled.len(), 1, "one webhook.disabled event");
+    assert_eq!((disabled[0].tenant_id.as_str(), disabled[0].subject.clone()), ("acme", format!("webhook/{id}")));
+
+    publish(&db.pool, &(1..6).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.requests().len(), 1, "a disabled subscription receives nothing");
+
+    gone.store(false, Ordering::SeqCst);
+    let on = Patch { enabled: Some(true), ..Patch::default() };
+    store::update(&db.pool, &key, Some("acme"), &id, &on).await.unwrap().unwrap();
+    wait_for("the refused event and the five since", || async { receiver.requests().len() >= 7 }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let received = receiver.requests();
+    let expected = acme_nodes(&db.pool).await;
+    assert_eq!(ids(&received[1..]), expected, "from its cursor: every event once, in order, none skipped");
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poison_event_is_dead_lettered_while_its_neighbours_go_through() {
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|request, _| {
+        let event: Event = serde_json::from_slice(&request.body).unwrap();
+        status(if event.subject == "node/n2" { 422 } else { 200 })
+    })
+    .await;
+    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
+    let running = deliveries(&db.pool, &key);
+    publish(&db.pool, &(0..5).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
+
+    let sink = store::dead_letter_sink(&id);
+    wait_for("the poison event dead-lettered", || async {
+        !dead_letter::list(&db.pool, &ListRequest::pending(sink.clone())).await.unwrap().is_empty()
+    })
+    .await;
+    wait_for("its neighbours delivered", || async {
+        receiver.requests().iter().map(|r| r.id().to_owned()).collect::<std::collections::HashSet<_>>().len() == 5
+    })
+    .await;
+    let letters = dead_letter::list(&db.pool, &ListRequest::pending(sink)).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].event.subject, "node/n2");
+    let delivered: Vec<String> = acme_nodes(&db.pool).await;
+    let accepted: Vec<String> = receiver
+        .requests()
+        .iter()
+        .filter(|r| serde_json::from_slice::<Event>(&r.body).unwrap().subject != "node/n2")
+        .map(|r| r.id().to_owned())
+        .collect();
+    let mut without_poison = delivered.clone();
+    without_poison.remove(2);
+    assert_eq!(accepted, without_poison, "the others once each, in order");
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_of_failures_longer_than_disable_after_disables_the_subscription() {
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|_, _| status(503)).await;
+    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
+    let mut config = WebhookDeliveryConfig::new(key.clone());
+    config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
+    config.refresh = Duration::from_millis(50);
+    config.disable_after = Duration::from_secs(1);
+    config.dispatcher = fast_config();
+    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    publish(&db.pool, &[node("acme", 0)]).await;
+
+    wait_for("disabled as failing", || async {
+        store::get(&db.pool, None, &id).await.unwrap().unwrap().disabled_reason.as_deref() == Some("failing")
+    })
+    .await;
+    let webhook = store::get(&db.pool, None, &id).await.unwrap().unwrap();
+    assert!(webhook.failing_since.is_some() && !webhook.enabled);
+    assert!(receiver.requests().len() >= 2, "it kept trying until then");
+    let attempts = store::attempts(&db.pool, None, &id).await.unwrap().unwrap();
+    assert!(attempts.iter().all(|a| a.status == Some(503) && a.error.is_some()));
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_that_resolves_to_a_refused_address_is_never_connected() {
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|_, _| status(200)).await;
+    // `localhost` resolves to loopback; the policy refuses it at connect time.
+    let url = receiver.url.replace("127.0.0.1", "localhost");
+    let id = subscribe(&db.pool, &key, "acme", &url, &secret()).await;
+    let mut config = WebhookDeliveryConfig::new(key.clone());
+    config.refresh = Duration::from_millis(50);
+    config.dispatcher = fast_config();
+    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    publish(&db.pool, &[node("acme", 0)]).await;
+
+    wait_for("a failed attempt recorded", || async {
+        !store::attempts(&db.pool, None, &id).await.unwrap().unwrap().is_empty()
+    })
+    .await;
+    let attempt = store::attempts(&db.pool, None, &id).await.unwrap().unwrap().remove(0);
+    assert_eq!(attempt.status, None);
+    assert!(attempt.error.as_deref().unwrap_or_default().contains("loopback"), "{attempt:?}");
+    assert!(receiver.requests().is_empty(), "nothing reached the receiver");
+    running.shutdown().await;
+}
