@@ -9,3 +9,4 @@ mod serve;
 mod sinks;
 mod support;
 mod token;
+mod webhooks;

@@ -22,7 +22,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use outbox_http::{OutboxService, WebhookConfig, WebhookRoutes};
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::{Tail, TailOptions};
-use outbox_workers::Subscribers;
+use outbox_workers::{Subscribers, WebhookDeliveries, WebhookDeliveryConfig};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -62,12 +62,26 @@ fn webhook_routes(
     Ok(WebhookRoutes::new(pool.clone(), authorizer, catalog, webhooks))
 }
 
+/// The webhook subscriptions' deliveries, in a process with the `sinks` role and a seal key.
+fn webhook_deliveries(config: &Config, pool: &PgPool) -> anyhow::Result<Option<WebhookDeliveries>> {
+    let Some(seal_key) = config.webhooks.seal_key()? else { return Ok(None) };
+    if !config.roles.has(Role::Sinks) {
+        return Ok(None);
+    }
+    let mut deliveries = WebhookDeliveryConfig::new(Arc::new(seal_key));
+    deliveries.targets = config.webhooks.targets(config.allow_private_targets)?;
+    deliveries.timeout = Duration::from_millis(config.webhooks.timeout_ms);
+    deliveries.disable_after = Duration::from_secs(config.webhooks.disable_after_seconds);
+    Ok(Some(WebhookDeliveries::start(pool.clone(), deliveries).context("the webhook deliveries")?))
+}
+
 /// A server process's HTTP side, bound and ready to serve.
 pub struct Server {
     listener: TcpListener,
     app: App,
     poller: JoinHandle<()>,
     subscribers: Option<Subscribers>,
+    deliveries: Option<WebhookDeliveries>,
 }
 
 impl Server {
@@ -87,6 +101,7 @@ impl Server {
             .with_catalog(catalog.clone())
             .with_tail(tail.clone());
         let webhooks = webhook_routes(config, &pool, authorizer.clone(), catalog)?;
+        let deliveries = webhook_deliveries(config, &pool)?;
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;
@@ -108,7 +123,8 @@ impl Server {
             serve_api: config.roles.has(Role::Http),
             ops,
         };
-        Ok(Server { listener, app: app(state, webhooks), poller: tokio::spawn(poller.run()), subscribers })
+        let poller = tokio::spawn(poller.run());
+        Ok(Server { listener, app: app(state, webhooks), poller, subscribers, deliveries })
     }
 
     /// Where in-process subscriptions come from (SPEC §6), fed by the same shared tail as the
@@ -128,12 +144,15 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves, then shuts down gracefully: the HTTP side first,
-    /// then the sinks' loops (the batch in flight finishes or is abandoned without moving its
-    /// cursor, and the leases are released).
+    /// then the sinks' and webhook subscriptions' loops (the batch in flight finishes or is
+    /// abandoned without moving its cursor, and the leases are released).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let Server { listener, app, poller, subscribers: _ } = self;
+        let Server { listener, app, poller, subscribers: _, deliveries } = self;
         serve(listener, app.clone(), shutdown).await;
         app.state().sinks.shutdown().await;
+        if let Some(deliveries) = deliveries {
+            deliveries.shutdown().await;
+        }
         app.state().ops.shutdown().await;
         poller.abort();
     }

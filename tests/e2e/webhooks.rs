@@ -1,0 +1,172 @@
+//! Webhook subscriptions through the real `outbox serve`: created over HTTP, delivered to a
+//! receiver on loopback that checks every signature with the test's own verifier, in the
+//! history's order, nothing of another tenant, across a SIGKILL and a restart.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use outbox_core::{Event, NewEvent};
+use outbox_e2e::client::post;
+use outbox_e2e::standard_webhooks::verify;
+use outbox_e2e::wait::until as wait_for;
+use outbox_pg::testkit::TestDb;
+use outbox_pg::{ReadRequest, read_page};
+use serde_json::json;
+
+use crate::support::{Process, SECRET, issue_token};
+
+/// A receiver that answers 200 after 20 ms (so that a run of deliveries takes a while) and
+/// keeps each request's headers and body.
+struct Receiver {
+    addr: SocketAddr,
+    received: Arc<parking_lot::Mutex<Vec<(http::HeaderMap, Bytes)>>>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let keep = received.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let keep = keep.clone();
+                let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let keep = keep.clone();
+                    async move {
+                        let headers = request.headers().clone();
+                        let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        keep.lock().push((headers, body));
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::new())))
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+            }
+        });
+        Receiver { addr, received }
+    }
+
+    /// The events received, in arrival order, each signature checked with `secret`.
+    fn events(&self, secret: &str) -> Vec<Event> {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        self.received
+            .lock()
+            .iter()
+            .map(|(headers, body)| {
+                verify(secret, headers, body, now).expect("every delivery is signed with the subscription's secret");
+                let event: Event = serde_json::from_slice(body).expect("a JSON event");
+                assert_eq!(headers["webhook-id"].to_str().unwrap(), event.id);
+                event
+            })
+            .collect()
+    }
+}
+
+/// `outbox serve` with every role, a seal key and private targets allowed.
+fn serve(db: &TestDb, key: &str, config: &std::path::Path) -> (Process, SocketAddr) {
+    let config = config.to_str().unwrap();
+    let args = ["serve", "--listen", "127.0.0.1:0", "--config", config];
+    let env = [("DATABASE_URL", db.url.as_str()), ("OUTBOX_JWT_SECRET", SECRET), ("OUTBOX_WEBHOOK_SEAL_KEY", key)];
+    let mut process = Process::spawn(&args, &env);
+    let rest = process.line_after("outbox serve: listening on http://", Duration::from_secs(60));
+    (process, rest.split_whitespace().next().unwrap().parse().expect("a printed address"))
+}
+
+/// Every acme `node.*` event of the history, in its order.
+async fn acme_nodes(db: &TestDb) -> Vec<Event> {
+    let mut all = Vec::new();
+    let mut request = ReadRequest::all().limit(1000);
+    loop {
+        let page = read_page(&db.pool, &request).await.unwrap();
+        request.after = Some(page.next_after);
+        all.extend(page.events);
+        if !page.more {
+            break;
+        }
+    }
+    all.into_iter().filter(|e| e.tenant_id == "acme" && e.event_type.starts_with("node.")).collect()
+}
+
+fn batch(from: usize, to: usize) -> serde_json::Value {
+    let events: Vec<NewEvent> = (from..to)
+        .flat_map(|n| {
+            [
+                NewEvent::new("node.joined", "acme", format!("node/n{n}"), json!({ "n": n })),
+                NewEvent::new("node.joined", "globex", format!("node/n{n}"), json!({ "n": n })),
+                NewEvent::new("pool.created", "acme", format!("pool/p{n}"), json!({ "n": n })),
+            ]
+        })
+        .collect();
+    json!({ "events": events })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_gets_its_tenants_events_signed_and_in_order_across_a_sigkill() {
+    let db = TestDb::new().await;
+    let key = outbox_pg::internal::seal::SealKey::generate().unwrap();
+    let config = std::env::temp_dir().join(format!("outbox-e2e-webhooks-{}.toml", std::process::id()));
+    std::fs::write(&config, "allow_private_targets = true\n").unwrap();
+    let receiver = Receiver::start().await;
+    let (mut first, addr) = serve(&db, &key, &config);
+
+    let acme = issue_token(&["--tenant", "acme", "--scopes", "webhooks:write events:write"]);
+    let globex = issue_token(&["--tenant", "globex", "--scopes", "events:write"]);
+    let body = json!({"url": format!("http://{}/hooks", receiver.addr), "types": ["node.*"]});
+    let created = post(addr, "/webhooks", Some(&acme), &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let secret = created.json()["secret"].as_str().unwrap().to_owned();
+
+    let acme_batch = |from, to| {
+        let all = batch(from, to);
+        let mine: Vec<_> =
+            all["events"].as_array().unwrap().iter().filter(|e| e["tenantId"] == "acme").cloned().collect();
+        json!({ "events": mine })
+    };
+    let theirs = |from, to| {
+        let all = batch(from, to);
+        let other: Vec<_> =
+            all["events"].as_array().unwrap().iter().filter(|e| e["tenantId"] == "globex").cloned().collect();
+        json!({ "events": other })
+    };
+    assert_eq!(post(addr, "/events", Some(&acme), &acme_batch(0, 20)).await.status, 201);
+    assert_eq!(post(addr, "/events", Some(&globex), &theirs(0, 20)).await.status, 201);
+    wait_for("20 deliveries", Duration::from_secs(60), || async { receiver.received.lock().len() >= 20 }).await;
+
+    // More events, then SIGKILL while they are being delivered.
+    assert_eq!(post(addr, "/events", Some(&acme), &acme_batch(20, 60)).await.status, 201);
+    wait_for("a few more deliveries", Duration::from_secs(60), || async { receiver.received.lock().len() >= 22 }).await;
+    let status = first.signal_and_wait("KILL", Duration::from_secs(10));
+    assert!(!status.success(), "SIGKILL ends the process ({status})");
+    let before_kill = receiver.received.lock().len();
+    assert!(before_kill < 60, "the kill came in the middle of the run ({before_kill} of 60 delivered)");
+    // The dead process's lease expires (by the database clock) and the restarted one resumes.
+    outbox_pg::internal::clock::advance(&db.pool, Duration::from_secs(120)).await.unwrap();
+    let (mut second, _) = serve(&db, &key, &config);
+
+    let expected = acme_nodes(&db).await;
+    assert_eq!(expected.len(), 60);
+    wait_for("every acme node event delivered", Duration::from_secs(60), || async {
+        let ids: std::collections::HashSet<String> = receiver.events(&secret).into_iter().map(|e| e.id).collect();
+        ids.len() >= expected.len()
+    })
+    .await;
+    let received = receiver.events(&secret);
+    assert!(received.iter().all(|e| e.tenant_id == "acme" && e.event_type == "node.joined"), "nothing else arrives");
+    let ids = |events: &[Event]| events.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&received[..before_kill]), ids(&expected[..before_kill]), "before the kill: in order, once");
+    // After the restart the subscription resumes after its saved cursor: a suffix of the
+    // history that starts at or before where the killed process got to, so what repeats is
+    // only what it delivered after its last save, and nothing is skipped.
+    let after = &received[before_kill..];
+    let resumed_at = expected.len() - after.len();
+    assert!(resumed_at <= before_kill, "no gap: resumed at {resumed_at}, {before_kill} had arrived");
+    assert_eq!(ids(after), ids(&expected[resumed_at..]), "after the restart: the rest, in order");
+    let status = second.signal_and_wait("TERM", Duration::from_secs(30));
+    assert!(status.success(), "SIGTERM exits 0 ({status})");
+    let _ = std::fs::remove_file(&config);
+}
