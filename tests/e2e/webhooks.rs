@@ -18,11 +18,13 @@ use serde_json::json;
 
 use crate::support::{Process, SECRET, issue_token};
 
-/// A receiver that answers 200 after 20 ms (so that a run of deliveries takes a while) and
-/// keeps each request's headers and body.
+/// A receiver that answers 200 after 20 ms (so that a run of deliveries takes a while), or
+/// 422 to an event whose data has `"poison": true` while `refusing`, and keeps each
+/// request's headers and body.
 struct Receiver {
     addr: SocketAddr,
     received: Arc<parking_lot::Mutex<Vec<(http::HeaderMap, Bytes)>>>,
+    refusing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Receiver {
@@ -30,25 +32,32 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let received = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let keep = received.clone();
+        let refusing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (keep, refuse) = (received.clone(), refusing.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let keep = keep.clone();
+                let (keep, refuse) = (keep.clone(), refuse.clone());
                 let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let keep = keep.clone();
+                    let (keep, refuse) = (keep.clone(), refuse.clone());
                     async move {
                         let headers = request.headers().clone();
                         let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let event: Event = serde_json::from_slice(&body).expect("a JSON event");
+                        let poison = event.data.value()["poison"] == json!(true);
+                        if poison && refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                            let refused = hyper::Response::builder().status(422).body(Full::new(Bytes::new()));
+                            return Ok::<_, std::convert::Infallible>(refused.unwrap());
+                        }
                         keep.lock().push((headers, body));
                         tokio::time::sleep(Duration::from_millis(20)).await;
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::new())))
+                        Ok(hyper::Response::new(Full::new(Bytes::new())))
                     }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
                 tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
             }
         });
-        Receiver { addr, received }
+        Receiver { addr, received, refusing }
     }
 
     /// The events received, in arrival order, each signature checked with `secret`.
@@ -167,6 +176,71 @@ async fn a_subscription_gets_its_tenants_events_signed_and_in_order_across_a_sig
     assert!(resumed_at <= before_kill, "no gap: resumed at {resumed_at}, {before_kill} had arrived");
     assert_eq!(ids(after), ids(&expected[resumed_at..]), "after the restart: the rest, in order");
     let status = second.signal_and_wait("TERM", Duration::from_secs(30));
+    assert!(status.success(), "SIGTERM exits 0 ({status})");
+    let _ = std::fs::remove_file(&config);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ping_dead_letters_and_their_replay_over_http() {
+    let db = TestDb::new().await;
+    let key = outbox_pg::internal::seal::SealKey::generate().unwrap();
+    let config = std::env::temp_dir().join(format!("outbox-e2e-webhooks-ping-{}.toml", std::process::id()));
+    std::fs::write(&config, "allow_private_targets = true\n").unwrap();
+    let receiver = Receiver::start().await;
+    let (mut server, addr) = serve(&db, &key, &config);
+    let acme = issue_token(&["--tenant", "acme", "--scopes", "webhooks:write events:write"]);
+    let body = json!({"url": format!("http://{}/hooks", receiver.addr), "types": ["node.*"]});
+    let created = post(addr, "/webhooks", Some(&acme), &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let (id, secret) =
+        (created.json()["id"].as_str().unwrap().to_owned(), created.json()["secret"].as_str().unwrap().to_owned());
+
+    let ping = post(addr, &format!("/webhooks/{id}/ping"), Some(&acme), &json!({})).await;
+    assert_eq!(
+        (ping.status, ping.json()["delivered"].as_bool(), ping.json()["status"].as_u64()),
+        (200, Some(true), Some(200)),
+        "{}",
+        ping.body
+    );
+    let pinged = receiver.events(&secret);
+    assert_eq!(
+        (pinged[0].event_type.as_str(), pinged[0].data.value()["webhookId"].as_str()),
+        ("webhook.ping", Some(id.as_str()))
+    );
+
+    let events: Vec<NewEvent> = (0..3)
+        .map(|n| NewEvent::new("node.joined", "acme", format!("node/n{n}"), json!({ "n": n, "poison": n == 1 })))
+        .collect();
+    assert_eq!(post(addr, "/events", Some(&acme), &json!({ "events": events })).await.status, 201);
+    let letters_path = format!("/webhooks/{id}/dead-letters");
+    wait_for("the poison event dead-lettered after its attempts", Duration::from_secs(90), || async {
+        let page = outbox_e2e::client::get(addr, &letters_path, Some(&acme)).await;
+        page.json()["items"].as_array().is_some_and(|items| items.len() == 1)
+    })
+    .await;
+    let page = outbox_e2e::client::get(addr, &letters_path, Some(&acme)).await;
+    let letter = page.json()["items"][0].clone();
+    assert_eq!(letter["event"]["subject"], "node/n1");
+    let delivered: Vec<String> = receiver.events(&secret).iter().map(|e| e.subject.clone()).collect();
+    assert_eq!(
+        delivered,
+        ["webhook/".to_owned() + &id, "node/n0".into(), "node/n2".into()],
+        "its neighbours went through"
+    );
+
+    receiver.refusing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let dl = letter["id"].as_i64().unwrap();
+    let replayed = post(addr, &format!("{letters_path}/{dl}/replay"), Some(&acme), &json!({})).await;
+    assert_eq!((replayed.status, replayed.json()), (200, json!({ "replayed": dl })), "{}", replayed.body);
+    assert_eq!(receiver.events(&secret).last().unwrap().subject, "node/n1", "the replay reached the endpoint");
+    let pending = outbox_e2e::client::get(addr, &letters_path, Some(&acme)).await;
+    assert_eq!(pending.json()["items"], json!([]), "a replayed letter is no longer pending");
+    let since =
+        post(addr, &format!("{letters_path}/replay"), Some(&acme), &json!({"since": "2020-01-01T00:00:00Z"})).await;
+    assert_eq!((since.status, since.json()), (200, json!({"replayed": [], "refused": []})));
+    let globex = issue_token(&["--tenant", "globex", "--scopes", "webhooks:write"]);
+    assert_eq!(post(addr, &format!("/webhooks/{id}/ping"), Some(&globex), &json!({})).await.status, 404);
+    let status = server.signal_and_wait("TERM", Duration::from_secs(30));
     assert!(status.success(), "SIGTERM exits 0 ({status})");
     let _ = std::fs::remove_file(&config);
 }

@@ -189,6 +189,23 @@ pub fn redacted(value: &str) -> String {
     format!("<redacted, {} bytes>", value.len())
 }
 
+/// What `POST /webhooks/{id}/ping` answers: whether the endpoint took the signed
+/// `webhook.ping`, its status, how long it took, and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PingOutcome {
+    /// The endpoint answered 2xx.
+    pub delivered: bool,
+    /// Its status, when it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// How long the request took.
+    pub duration_ms: u32,
+    /// What went wrong, when something did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// A Standard Webhooks signing key: `whsec_` and the base64 of 24 to 64 bytes.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(Vec<u8>);

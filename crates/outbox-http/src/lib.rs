@@ -74,7 +74,7 @@ pub use service::{DEFAULT_BODY_LIMIT, OutboxService};
 pub use sinks::{DeadLetterPage, MAX_DEAD_LETTER_PAGE, SinkAdmin, SinkRoutes};
 pub use stats::HttpStats;
 pub use watch::WatchOptions;
-pub use webhooks::{WebhookConfig, WebhookRoutes};
+pub use webhooks::{WebhookConfig, WebhookDelivery, WebhookRoutes};
 
 pub use outbox_core as core;
 

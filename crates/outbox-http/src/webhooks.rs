@@ -9,6 +9,14 @@
 //! | `DELETE /webhooks/{id}` | `{"deleted":"<id>"}`; its cursor, attempts and dead letters go with it |
 //! | `POST /webhooks/{id}/rotate-secret` | the subscription with its new `secret`; the old one signs beside it for `gracePeriodSeconds` (default 86400) |
 //! | `GET /webhooks/{id}/attempts` | `{"items":[…]}`, newest first, the last 100 |
+//! | `POST /webhooks/{id}/ping` | `{"delivered":…,"status":…,"durationMs":…,"error":…}`: one signed `webhook.ping`, now |
+//! | `GET /webhooks/{id}/dead-letters?cursor=&limit=&replayed=true` | `{"items":[DeadLetter…],"cursor":"<id>"}`, oldest first |
+//! | `POST /webhooks/{id}/dead-letters/{dl}/replay` | `{"replayed":<dl>}` once the endpoint took it |
+//! | `DELETE /webhooks/{id}/dead-letters/{dl}` | `{"discarded":<dl>}` |
+//! | `POST /webhooks/{id}/dead-letters/replay` | `{"since": time}`: every pending letter that failed since then, `{"replayed":[…],"refused":[{"id","error"}]}` |
+//!
+//! Pings and replays go through the host's [`WebhookDelivery`] (the guarded client lives
+//! with the deliveries, in `outbox-workers`); without one they answer `UNAVAILABLE`.
 //!
 //! Scope `webhooks:write` manages the grant's own tenant's subscriptions, `admin` any
 //! tenant's (`?tenantId=` names it for a list or a creation). Another tenant's id is
@@ -29,18 +37,18 @@ use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body as HttpBody;
 use outbox_core::target::TargetPolicy;
-use outbox_core::webhook::{self as rules, Secret, Url};
+use outbox_core::webhook::{self as rules, PingOutcome, Secret, Url};
 use outbox_core::{Catalog, ErrorCode, Pattern};
 use outbox_pg::ReadRequest;
-use outbox_pg::internal::cursor;
 use outbox_pg::internal::seal::SealKey;
 use outbox_pg::internal::webhook::{self as store, Attempt, NewWebhook, Patch, Webhook};
+use outbox_pg::internal::{cursor, dead_letter};
 use outbox_pg::sqlx::PgPool;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::require_scope;
 use crate::query::{Query, number_in};
-use crate::{ApiError, Authorizer, Body, Grant, json_response, read_limited, scope};
+use crate::{ApiError, Authorizer, Body, BoxFuture, Grant, json_response, read_limited, scope};
 
 /// The largest request body of a webhook route.
 const BODY_LIMIT: usize = 64 * 1024;
@@ -48,6 +56,15 @@ const BODY_LIMIT: usize = 64 * 1024;
 const MAX_PAGE: usize = 100;
 /// How far `lag` counts before it says "at least this many".
 const LAG_CAP: u64 = 10_000;
+
+/// What only the host's delivery can do: send through its guarded client.
+pub trait WebhookDelivery: Send + Sync + 'static {
+    /// Sends one signed `webhook.ping` to subscription `id` now and says what happened.
+    fn ping<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<PingOutcome, ApiError>>;
+
+    /// Delivers dead letter `letter` of subscription `id` again and marks it replayed.
+    fn replay<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, Result<(), ApiError>>;
+}
 
 /// How the webhook routes behave: the seal key, the limits and which targets are allowed.
 #[derive(Debug, Clone)]
@@ -81,6 +98,7 @@ pub struct WebhookRoutes {
     authorizer: Arc<dyn Authorizer>,
     catalog: Arc<Catalog>,
     config: Arc<WebhookConfig>,
+    delivery: Option<Arc<dyn WebhookDelivery>>,
 }
 
 impl std::fmt::Debug for WebhookRoutes {
@@ -178,7 +196,13 @@ impl WebhookRoutes {
         catalog: Catalog,
         config: WebhookConfig,
     ) -> WebhookRoutes {
-        WebhookRoutes { pool, authorizer, catalog: Arc::new(catalog), config: Arc::new(config) }
+        WebhookRoutes { pool, authorizer, catalog: Arc::new(catalog), config: Arc::new(config), delivery: None }
+    }
+
+    /// Pings and replays through `delivery`.
+    pub fn with_delivery(mut self, delivery: Arc<dyn WebhookDelivery>) -> WebhookRoutes {
+        self.delivery = Some(delivery);
+        self
     }
 
     /// Whether `path` is one of the webhook routes (so a host router can delegate to them).
@@ -217,7 +241,7 @@ impl WebhookRoutes {
         })?;
         let grant = self.authorizer.authorize(&parts.headers).await?;
         require_scope(&grant, scope::WEBHOOKS_WRITE)?;
-        let query = Query::parse(parts.uri.query(), &["tenantId", "cursor", "limit"])?;
+        let query = Query::parse(parts.uri.query(), &["tenantId", "cursor", "limit", "replayed"])?;
         let requested = query.get("tenantId");
         match (segments.as_slice(), &parts.method) {
             ([], &Method::POST) => {
@@ -251,8 +275,99 @@ impl WebhookRoutes {
                 let items = attempts.ok_or_else(|| not_found(id))?;
                 Ok(json_response(StatusCode::OK, &Items { items, cursor: None }))
             }
+            ([id, "ping"], _) => {
+                let webhook = self.find(&grant, requested, id).await?;
+                let outcome = self.delivery()?.ping(&webhook.id).await?;
+                Ok(json_response(StatusCode::OK, &outcome))
+            }
+            ([id, "dead-letters"], _) => {
+                let webhook = self.find(&grant, requested, id).await?;
+                self.dead_letters(&webhook.id, &query).await
+            }
+            ([id, "dead-letters", "replay"], _) => {
+                let webhook = self.find(&grant, requested, id).await?;
+                self.replay_since(&webhook.id, read_limited(body, BODY_LIMIT).await?).await
+            }
+            ([id, "dead-letters", letter, ..], method) => {
+                let webhook = self.find(&grant, requested, id).await?;
+                let letter: i64 = letter
+                    .parse()
+                    .map_err(|_| ApiError::new(ErrorCode::NotFound, format!("no dead letter {letter:?}")))?;
+                let records = store::dead_letter_sink(&webhook.id);
+                if *method == Method::DELETE {
+                    if !dead_letter::discard(&self.pool, &records, letter).await.map_err(pg("discarding"))? {
+                        return Err(ApiError::new(ErrorCode::NotFound, format!("no dead letter {letter}")));
+                    }
+                    return Ok(json_response(StatusCode::OK, &serde_json::json!({ "discarded": letter })));
+                }
+                self.delivery()?.replay(&webhook.id, letter).await?;
+                Ok(json_response(StatusCode::OK, &serde_json::json!({ "replayed": letter })))
+            }
             _ => Err(ApiError::new(ErrorCode::NotFound, format!("no route for {path}"))),
         }
+    }
+
+    fn delivery(&self) -> Result<&Arc<dyn WebhookDelivery>, ApiError> {
+        self.delivery.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "this host delivers no webhooks"))
+    }
+
+    async fn dead_letters(&self, id: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+        let limit = number_in("limit", query.get("limit"), 1..=1000, 100)?;
+        let after_id = match query.get("cursor").filter(|cursor| !cursor.is_empty()) {
+            Some(cursor) => {
+                Some(cursor.parse::<i64>().map_err(|_| ApiError::invalid("cursor: the last page's cursor"))?)
+            }
+            None => None,
+        };
+        let include_replayed = match query.get("replayed") {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => return Err(ApiError::invalid("replayed must be true or false")),
+        };
+        let request = dead_letter::ListRequest {
+            sink: Some(store::dead_letter_sink(id)),
+            include_replayed,
+            after_id,
+            limit: u32::try_from(limit + 1).unwrap_or(u32::MAX),
+        };
+        let mut items = dead_letter::list(&self.pool, &request).await.map_err(pg("listing dead letters"))?;
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let cursor = more.then(|| items.last().map(|letter| letter.id.to_string())).flatten();
+        Ok(json_response(StatusCode::OK, &Items { items, cursor }))
+    }
+
+    /// Replays every pending dead letter of subscription `id` that last failed at or after
+    /// the body's `since`, oldest first.
+    async fn replay_since(&self, id: &str, body: Bytes) -> Result<Response<Body>, ApiError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Since {
+            #[serde(with = "time::serde::rfc3339")]
+            since: time::OffsetDateTime,
+        }
+        #[derive(Serialize)]
+        struct Refused {
+            id: i64,
+            error: String,
+        }
+        let Since { since } = parse_body(&body)?;
+        let delivery = self.delivery()?;
+        let mut request = dead_letter::ListRequest::pending(store::dead_letter_sink(id));
+        request.limit = 1000;
+        let (mut replayed, mut refused) = (Vec::new(), Vec::new());
+        loop {
+            let page = dead_letter::list(&self.pool, &request).await.map_err(pg("listing dead letters"))?;
+            let Some(last) = page.last() else { break };
+            request.after_id = Some(last.id);
+            for letter in page.iter().filter(|letter| letter.last_failed_at >= since) {
+                match delivery.replay(id, letter.id).await {
+                    Ok(()) => replayed.push(letter.id),
+                    Err(error) => refused.push(Refused { id: letter.id, error: error.message().to_owned() }),
+                }
+            }
+        }
+        Ok(json_response(StatusCode::OK, &serde_json::json!({ "replayed": replayed, "refused": refused })))
     }
 
     async fn create(&self, key: &SealKey, tenant: &str, body: Bytes) -> Result<Response<Body>, ApiError> {
@@ -409,6 +524,11 @@ fn allowed_methods(segments: &[&str]) -> Option<&'static str> {
         [id] if !id.is_empty() => "GET, PATCH, DELETE",
         [id, "rotate-secret"] if !id.is_empty() => "POST",
         [id, "attempts"] if !id.is_empty() => "GET",
+        [id, "ping"] if !id.is_empty() => "POST",
+        [id, "dead-letters"] if !id.is_empty() => "GET",
+        [id, "dead-letters", "replay"] if !id.is_empty() => "POST",
+        [id, "dead-letters", _, "replay"] if !id.is_empty() => "POST",
+        [id, "dead-letters", letter] if !id.is_empty() && !letter.is_empty() => "DELETE",
         _ => return None,
     })
 }

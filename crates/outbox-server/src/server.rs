@@ -19,10 +19,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hyper_util::server::graceful::GracefulShutdown;
-use outbox_http::{OutboxService, WebhookConfig, WebhookRoutes};
+use outbox_core::webhook::PingOutcome;
+use outbox_http::{ApiError, BoxFuture, OutboxService, WebhookConfig, WebhookDelivery, WebhookRoutes};
+use outbox_pg::internal::seal::SealKey;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::{Tail, TailOptions};
-use outbox_workers::{Subscribers, WebhookDeliveries, WebhookDeliveryConfig};
+use outbox_workers::{Subscribers, WebhookClient, WebhookDeliveries, WebhookDeliveryConfig};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -53,13 +55,45 @@ fn webhook_routes(
             "webhook subscriptions are off: no [webhooks] seal_key (env OUTBOX_WEBHOOK_SEAL_KEY); their routes answer UNAVAILABLE"
         );
     }
-    let webhooks = WebhookConfig {
-        seal_key,
-        max_per_tenant: config.webhooks.max_per_tenant,
-        targets: config.webhooks.targets(config.allow_private_targets)?,
-        ..WebhookConfig::default()
+    let targets = config.webhooks.targets(config.allow_private_targets)?;
+    let delivery = match &seal_key {
+        Some(key) => Some(WebhookClient::new(pool.clone(), &delivery_config(config, key.clone())?)?),
+        None => None,
     };
-    Ok(WebhookRoutes::new(pool.clone(), authorizer, catalog, webhooks))
+    let webhooks =
+        WebhookConfig { seal_key, max_per_tenant: config.webhooks.max_per_tenant, targets, ..WebhookConfig::default() };
+    let routes = WebhookRoutes::new(pool.clone(), authorizer, catalog, webhooks);
+    Ok(match delivery {
+        Some(client) => routes.with_delivery(Arc::new(ClientDelivery(client))),
+        None => routes,
+    })
+}
+
+/// Pings and replays of the webhook routes through the deliveries' guarded client.
+struct ClientDelivery(WebhookClient);
+
+impl WebhookDelivery for ClientDelivery {
+    fn ping<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<PingOutcome, ApiError>> {
+        Box::pin(async move {
+            let outcome = self.0.ping(id).await.map_err(crate::sinks::refusal)?;
+            outcome.ok_or_else(|| {
+                ApiError::new(outbox_core::ErrorCode::NotFound, format!("no webhook subscription {id:?}"))
+            })
+        })
+    }
+
+    fn replay<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move { self.0.replay(id, letter).await.map_err(crate::sinks::refusal) })
+    }
+}
+
+/// How `config` delivers webhook subscriptions, with `seal_key`.
+fn delivery_config(config: &Config, seal_key: Arc<SealKey>) -> anyhow::Result<WebhookDeliveryConfig> {
+    let mut deliveries = WebhookDeliveryConfig::new(seal_key);
+    deliveries.targets = config.webhooks.targets(config.allow_private_targets)?;
+    deliveries.timeout = Duration::from_millis(config.webhooks.timeout_ms);
+    deliveries.disable_after = Duration::from_secs(config.webhooks.disable_after_seconds);
+    Ok(deliveries)
 }
 
 /// The webhook subscriptions' deliveries, in a process with the `sinks` role and a seal key.
@@ -68,10 +102,7 @@ fn webhook_deliveries(config: &Config, pool: &PgPool) -> anyhow::Result<Option<W
     if !config.roles.has(Role::Sinks) {
         return Ok(None);
     }
-    let mut deliveries = WebhookDeliveryConfig::new(Arc::new(seal_key));
-    deliveries.targets = config.webhooks.targets(config.allow_private_targets)?;
-    deliveries.timeout = Duration::from_millis(config.webhooks.timeout_ms);
-    deliveries.disable_after = Duration::from_secs(config.webhooks.disable_after_seconds);
+    let deliveries = delivery_config(config, Arc::new(seal_key))?;
     Ok(Some(WebhookDeliveries::start(pool.clone(), deliveries).context("the webhook deliveries")?))
 }
 

@@ -151,7 +151,7 @@ impl SinkAdmin for Sinks {
 }
 
 /// The refusal for a workers error: its code and message, and no database internals.
-fn refusal(error: Error) -> ApiError {
+pub(crate) fn refusal(error: Error) -> ApiError {
     match error {
         Error::Database(inner) => {
             tracing::warn!(error = %inner, "a sink route failed on the database");

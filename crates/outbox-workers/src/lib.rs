@@ -59,6 +59,6 @@ pub use sink::{Sink, SinkError, check_id};
 pub use state::{Activity, LAG_CAP, LocalState, SinkState, SinkStatus, sink_status};
 pub use subscribe::{Subscribers, Subscription};
 #[cfg(feature = "webhook")]
-pub use webhooks::{WebhookDeliveries, WebhookDeliveryConfig};
+pub use webhooks::{WebhookClient, WebhookDeliveries, WebhookDeliveryConfig};
 
 pub use outbox_core as core;

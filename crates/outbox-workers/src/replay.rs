@@ -12,13 +12,19 @@ use crate::{Error, Result, Sink};
 /// delivered again (its `replayed_at` keeps the first replay's time). A refusal leaves the
 /// letter as it was and comes back as [`Error::Delivery`].
 pub async fn replay(pool: &PgPool, sink: &dyn Sink, id: i64) -> Result<()> {
-    let letter = dead_letter::get(pool, sink.id(), id)
+    replay_kept_as(pool, sink, sink.id(), id).await
+}
+
+/// [`replay`] of a dead letter kept under `records` rather than the sink's id (a webhook
+/// subscription's, `webhook:<id>`).
+pub(crate) async fn replay_kept_as(pool: &PgPool, sink: &dyn Sink, records: &str, id: i64) -> Result<()> {
+    let letter = dead_letter::get(pool, records, id)
         .await?
-        .ok_or_else(|| Error::NoDeadLetter { sink: sink.id().to_owned(), id })?;
+        .ok_or_else(|| Error::NoDeadLetter { sink: records.to_owned(), id })?;
     sink.deliver(std::slice::from_ref(&letter.event))
         .await
-        .map_err(|error| Error::Delivery { sink: sink.id().to_owned(), error })?;
-    dead_letter::mark_replayed(pool, sink.id(), id).await?;
+        .map_err(|error| Error::Delivery { sink: records.to_owned(), error })?;
+    dead_letter::mark_replayed(pool, records, id).await?;
     Ok(())
 }
 

@@ -82,6 +82,75 @@ impl WebhookDeliveryConfig {
     }
 }
 
+/// What a ping or a replay needs in any process (one with the `http` role pings): the
+/// guarded client, the seal key and the pool.
+#[derive(Clone)]
+pub struct WebhookClient {
+    pool: PgPool,
+    seal_key: Arc<SealKey>,
+    client: reqwest::Client,
+    policy: TargetPolicy,
+    disable_after: Duration,
+}
+
+impl WebhookClient {
+    /// The client `config` describes, on `pool`.
+    pub fn new(pool: PgPool, config: &WebhookDeliveryConfig) -> Result<WebhookClient> {
+        Ok(WebhookClient {
+            pool,
+            seal_key: config.seal_key.clone(),
+            client: guarded_client(config)?,
+            policy: config.targets.clone(),
+            disable_after: config.disable_after,
+        })
+    }
+
+    /// Sends one signed `webhook.ping` (`{"webhookId": …}`) to subscription `id`'s endpoint
+    /// now, through the guarded client, and records it as an attempt; moves no cursor and
+    /// disables nothing. `None` when there is no such subscription.
+    pub async fn ping(&self, id: &str) -> Result<Option<outbox_core::webhook::PingOutcome>> {
+        let Some(sink) = self.sink(id).await? else { return Ok(None) };
+        let webhook_event = Event {
+            id: format!("evt_{}", ulid::Ulid::generate().to_string().to_ascii_lowercase()),
+            event_type: "webhook.ping".into(),
+            tenant_id: sink.tenant.clone(),
+            subject: format!("webhook/{id}"),
+            time: OffsetDateTime::now_utc(),
+            sequence: outbox_core::Position::START,
+            data: outbox_core::Data::from(serde_json::json!({ "webhookId": id })),
+        };
+        let started = Instant::now();
+        let time = OffsetDateTime::now_utc();
+        let (status, kept, result) = sink.send(&webhook_event).await;
+        let duration_ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
+        let error = result.err().map(|error| error.message().to_owned());
+        let attempt = Attempt {
+            time,
+            event_id: Some(webhook_event.id),
+            status,
+            duration_ms,
+            error: error.clone(),
+            response: kept,
+        };
+        store::record_attempt(&self.pool, id, &attempt).await?;
+        Ok(Some(outbox_core::webhook::PingOutcome { delivered: error.is_none(), status, duration_ms, error }))
+    }
+
+    /// Delivers dead letter `letter` of subscription `id` again and marks it replayed
+    /// (out of order, like a sink's replay).
+    pub async fn replay(&self, id: &str, letter: i64) -> Result<()> {
+        let sink = self.sink(id).await?.ok_or_else(|| Error::UnknownSink(id.to_owned()))?;
+        crate::replay::replay_kept_as(&self.pool, &sink, &store::dead_letter_sink(id), letter).await
+    }
+
+    /// Subscription `id` as a sink, with its secrets and headers as they are now.
+    async fn sink(&self, id: &str) -> Result<Option<SubscriptionSink>> {
+        let Some(webhook) = store::get(&self.pool, None, id).await? else { return Ok(None) };
+        let Some(keys) = store::keys(&self.pool, &self.seal_key, id).await? else { return Ok(None) };
+        Ok(Some(SubscriptionSink::new(&webhook, keys, self)?))
+    }
+}
+
 /// The running deliveries of one process.
 pub struct WebhookDeliveries {
     shutdown: watch::Sender<bool>,
@@ -94,7 +163,7 @@ impl WebhookDeliveries {
         if config.dispatcher.holder.is_empty() {
             return Err(Error::config("holder", "must not be empty"));
         }
-        let client = guarded_client(&config)?;
+        let client = WebhookClient::new(pool.clone(), &config)?;
         let (shutdown, signal) = watch::channel(false);
         let supervisor = Supervisor {
             pool,
@@ -136,7 +205,7 @@ struct Supervisor {
     pool: PgPool,
     config: WebhookDeliveryConfig,
     dispatcher: Arc<DispatcherConfig>,
-    client: reqwest::Client,
+    client: WebhookClient,
     running: HashMap<String, Loop>,
 }
 
@@ -197,7 +266,7 @@ impl Supervisor {
         let Some(keys) = store::keys(&self.pool, &self.config.seal_key, id).await? else { return Ok(None) };
         let types = webhook.types.iter().map(|text| Pattern::parse(text)).collect::<std::result::Result<Vec<_>, _>>();
         let types = types.map_err(|error| Error::config(format!("webhooks[{id}].types"), error.to_string()))?;
-        let sink = SubscriptionSink::new(&webhook, keys, self)?;
+        let sink = SubscriptionSink::new(&webhook, keys, &self.client)?;
         let names = ConsumerNames {
             lease: format!("singleton:outbox-webhook:{id}"),
             cursor_stream: CURSOR_STREAM.to_owned(),
@@ -266,6 +335,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
 /// One subscription as a sink: one signed POST per event.
 struct SubscriptionSink {
     id: String,
+    tenant: String,
     url: Url,
     signing: Vec<WebhookSecret>,
     headers: HeaderMap,
@@ -280,7 +350,7 @@ struct SubscriptionSink {
 }
 
 impl SubscriptionSink {
-    fn new(webhook: &Webhook, keys: Keys, supervisor: &Supervisor) -> Result<SubscriptionSink> {
+    fn new(webhook: &Webhook, keys: Keys, client: &WebhookClient) -> Result<SubscriptionSink> {
         let url = Url::parse(&webhook.url)
             .map_err(|error| Error::config(format!("webhooks[{}].url", webhook.id), error.to_string()))?;
         let signing = keys.signing.iter().map(|secret| WebhookSecret::from_bytes(secret.bytes().to_vec())).collect();
@@ -293,14 +363,15 @@ impl SubscriptionSink {
         }
         Ok(SubscriptionSink {
             id: webhook.id.clone(),
+            tenant: webhook.tenant_id.clone(),
             url,
             signing,
             headers,
             encoder: Encoder::new(Encoding::Json, crate::encoding::DEFAULT_SOURCE),
-            client: supervisor.client.clone(),
-            pool: supervisor.pool.clone(),
-            policy: supervisor.config.targets.clone(),
-            disable_after: supervisor.config.disable_after,
+            client: client.client.clone(),
+            pool: client.pool.clone(),
+            policy: client.policy.clone(),
+            disable_after: client.disable_after,
             disabled: AtomicBool::new(false),
         })
     }
