@@ -244,3 +244,45 @@ async fn ping_dead_letters_and_their_replay_over_http() {
     assert!(status.success(), "SIGTERM exits 0 ({status})");
     let _ = std::fs::remove_file(&config);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_command_line_manages_subscriptions() {
+    let db = TestDb::new().await;
+    let key = outbox_pg::internal::seal::SealKey::generate().unwrap();
+    let config = std::env::temp_dir().join(format!("outbox-e2e-webhooks-cli-{}.toml", std::process::id()));
+    std::fs::write(&config, "allow_private_targets = true\n").unwrap();
+    let (mut server, addr) = serve(&db, &key, &config);
+    let token = issue_token(&["--tenant", "acme", "--scopes", "webhooks:write"]);
+    let url = format!("http://{addr}");
+    let env = [("OUTBOX_URL", url.as_str()), ("OUTBOX_TOKEN", token.as_str())];
+    let cli = |args: &[&str]| {
+        let output = crate::support::run(args, &env);
+        let (out, err) = crate::support::text(&output);
+        assert!(output.status.success(), "outbox {args:?} failed: {out}{err}");
+        out.lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON line"))
+            .collect::<Vec<_>>()
+    };
+
+    let created = cli(&["webhooks", "create", "--endpoint", "http://127.0.0.1:9/hook", "--types", "node.*,pool.*"]);
+    let id = created[0]["id"].as_str().unwrap().to_owned();
+    assert!(created[0]["secret"].as_str().unwrap().starts_with("whsec_"));
+    assert_eq!(created[0]["types"], json!(["node.*", "pool.*"]));
+    assert_eq!(cli(&["webhooks", "list"]).len(), 1);
+    assert_eq!(cli(&["webhooks", "show", &id])[0]["id"], id.as_str());
+    let paused = cli(&["webhooks", "update", &id, "--enabled", "false"]);
+    assert_eq!(paused[0]["disabledReason"], "manual");
+    let ping = cli(&["webhooks", "ping", &id]);
+    assert_eq!(ping[0]["delivered"], false, "nothing listens on port 9");
+    assert_eq!(cli(&["webhooks", "attempts", &id]).len(), 1);
+    assert!(cli(&["webhooks", "rotate-secret", &id, "--grace", "60"])[0]["secret"].is_string());
+    assert_eq!(cli(&["webhooks", "delete", &id])[0], json!({ "deleted": id }));
+
+    let refused = crate::support::run(&["webhooks", "create", "--endpoint", "ftp://x"], &env);
+    let (_, err) = crate::support::text(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.contains("url: must be an https:// URL"), "{err}");
+    let status = server.signal_and_wait("TERM", Duration::from_secs(30));
+    assert!(status.success(), "SIGTERM exits 0 ({status})");
+    let _ = std::fs::remove_file(&config);
+}

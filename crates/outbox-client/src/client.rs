@@ -18,7 +18,7 @@ use crate::{Error, Result};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a request-answer call (`list`, `publish`) may take as a whole.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A handle on one Outbox server. Cheap to clone: clones share the connection pool.
 ///
@@ -152,12 +152,12 @@ struct Ids {
     ids: Vec<String>,
 }
 
-async fn read_json<T: serde::de::DeserializeOwned>(response: Response) -> Result<T> {
+pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(response: Response) -> Result<T> {
     let bytes = response.bytes().await.map_err(Error::Connection)?;
     serde_json::from_slice(&bytes).map_err(protocol)
 }
 
-fn protocol(error: serde_json::Error) -> Error {
+pub(crate) fn protocol(error: serde_json::Error) -> Error {
     Error::Protocol(error.to_string())
 }
 

@@ -9,6 +9,9 @@
 //! - [`Client::follow`] pages the history from a position, then continues live with no gap
 //!   and no duplicate.
 //! - [`Client::publish`] and [`Client::publish_many`] write with `POST /events`.
+//! - [`webhooks`]: a tenant's webhook subscriptions (`create_webhook`, `list_webhooks`,
+//!   `webhook`, `update_webhook`, `delete_webhook`, `ping_webhook`, `rotate_webhook_secret`,
+//!   `webhook_attempts`).
 //!
 //! Every stream is an [`Events`]: a `futures` `Stream` of `Result<Event>` that stops when
 //! dropped and ends after the first error it yields.
@@ -42,6 +45,7 @@ mod follow;
 mod list;
 mod sse;
 pub mod watch;
+pub mod webhooks;
 
 use std::fmt;
 use std::pin::Pin;

@@ -191,7 +191,7 @@ pub fn redacted(value: &str) -> String {
 
 /// What `POST /webhooks/{id}/ping` answers: whether the endpoint took the signed
 /// `webhook.ping`, its status, how long it took, and what went wrong.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PingOutcome {
     /// The endpoint answered 2xx.

@@ -87,6 +87,7 @@ fn main() -> ExitCode {
             Command::DeadLetters(DeadLettersCommand::Replay(args)) => commands::sinks::replay(args).await,
             Command::DeadLetters(DeadLettersCommand::Discard(args)) => commands::sinks::discard(args).await,
             Command::Events(command) => commands::events::run(command).await,
+            Command::Webhooks(command) => commands::webhooks::run(command).await,
         }
     });
     match result {

@@ -5,3 +5,4 @@ mod follow;
 mod list;
 mod support;
 mod watch;
+mod webhooks;

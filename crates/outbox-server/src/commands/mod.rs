@@ -7,6 +7,7 @@ pub mod migrate;
 pub mod serve;
 pub mod sinks;
 pub mod token;
+pub mod webhooks;
 
 /// Serves until SIGINT or SIGTERM, then lets the server drain; fails only when the signals
 /// could not be listened for.

@@ -6,7 +6,7 @@
 //! the terminal. A closed standard output (`| head`) ends a command quietly with exit 0.
 
 mod list;
-mod output;
+pub(crate) mod output;
 mod publish;
 mod watch;
 
@@ -30,7 +30,7 @@ pub async fn run(command: EventsCommand) -> anyhow::Result<()> {
 
 /// A client of `--url` with `--token`, `--header`s and `--path-prefix`. What cannot be
 /// used is a command-line mistake (exit code 2).
-fn client(args: &ServerArgs) -> anyhow::Result<Client> {
+pub(crate) fn client(args: &ServerArgs) -> anyhow::Result<Client> {
     let bad = |flag: &str, error: &dyn std::fmt::Display| ConfigError(format!("{flag}: {error}"));
     let mut client = Client::new(url(args)).map_err(|e| bad("--url", &e))?;
     if let Some(token) = args.token.as_deref().filter(|t| !t.is_empty()) {
@@ -47,7 +47,7 @@ fn client(args: &ServerArgs) -> anyhow::Result<Client> {
 }
 
 /// `--url`; an empty `OUTBOX_URL` counts as unset, as every other variable of the binary does.
-fn url(args: &ServerArgs) -> &str {
+pub(crate) fn url(args: &ServerArgs) -> &str {
     if args.url.trim().is_empty() { DEFAULT_URL } else { &args.url }
 }
 
