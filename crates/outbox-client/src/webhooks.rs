@@ -40,6 +40,9 @@ pub struct Webhook {
     pub position: String,
     /// Matching events behind the head (counted up to 10,000).
     pub lag: u64,
+    /// Whether retention deleted events after its cursor while it was disabled.
+    #[serde(default)]
+    pub gap: bool,
     /// The secret: only in the answers of [`Client::create_webhook`] and
     /// [`Client::rotate_webhook_secret`].
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -504,9 +504,8 @@ impl WebhookRoutes {
         let patterns: Vec<Pattern> = webhook.types.iter().filter_map(|text| Pattern::parse(text).ok()).collect();
         let request = ReadRequest::tenant(webhook.tenant_id.clone()).types(patterns).after(webhook.position);
         let lag = cursor::lag(&self.pool, &request, LAG_CAP).await.map_err(pg("measuring a webhook's lag"))?;
-        let attempts =
-            store::attempts(&self.pool, None, &webhook.id).await.map_err(pg("reading attempts"))?.unwrap_or_default();
-        let last_attempt = attempts.first().map(|attempt: &Attempt| LastAttempt {
+        let last = store::last_attempt(&self.pool, &webhook.id).await.map_err(pg("reading attempts"))?;
+        let last_attempt = last.as_ref().map(|attempt: &Attempt| LastAttempt {
             time: attempt.time,
             status: attempt.status,
             duration_ms: attempt.duration_ms,

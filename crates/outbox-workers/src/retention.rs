@@ -122,6 +122,9 @@ pub async fn pass(pool: &PgPool, config: &RetentionConfig) -> Result<PassReport>
         let pruned = retention::prune_batch(pool, after, lowest.position, config.batch, config.min_age).await?;
         report.statements += 1;
         report.deleted += pruned.deleted;
+        if let Some(last) = pruned.last {
+            retention::record_pruned(pool, last).await?;
+        }
         after = pruned.last.or(after);
         if pruned.deleted < config.batch {
             return Ok(report);

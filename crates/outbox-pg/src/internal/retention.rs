@@ -150,6 +150,27 @@ pub async fn prune_batch<'e>(
     Ok(Pruned { deleted: u64::try_from(deleted).unwrap_or(0), last })
 }
 
+/// The cursor `('retention', 'pruned')`: the last row retention deleted, which only moves
+/// forward. A cursor behind it (a disabled webhook subscription's) has missed rows for good.
+pub const PRUNED_STREAM: &str = "retention";
+
+/// Records that retention deleted every row up to `through` (a later position than the one
+/// stored, or nothing changes).
+pub async fn record_pruned<'e>(executor: impl PgExecutor<'e>, through: Position) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO outbox_cursors AS c (stream, name, txid, seq, updated_at)
+         VALUES ($1, 'pruned', $2, $3, compute_now())
+         ON CONFLICT (stream, name) DO UPDATE SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at
+         WHERE (EXCLUDED.txid, EXCLUDED.seq) > (c.txid, c.seq)",
+    )
+    .bind(PRUNED_STREAM)
+    .bind(Xid8(through.txid))
+    .bind(seq_column(through))
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
 /// Rows older than `min_age` that lie after `cursor`: what that cursor keeps from being
 /// pruned, counted up to `cap`.
 pub async fn backlog<'e>(executor: impl PgExecutor<'e>, cursor: Position, min_age: Duration, cap: u64) -> Result<u64> {

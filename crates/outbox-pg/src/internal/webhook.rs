@@ -97,6 +97,9 @@ pub struct Webhook {
     /// Its cursor: how far it delivered.
     #[serde(skip)]
     pub position: Position,
+    /// Whether retention deleted rows after its cursor (while it was disabled): events it
+    /// will never receive.
+    pub gap: bool,
     /// When it was created.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
@@ -175,7 +178,9 @@ pub struct Attempt {
 
 const COLUMNS: &str = "w.id, w.tenant_id, w.url, w.types, w.description, w.header_names, w.metadata, w.enabled, \
      w.disabled_reason, w.failing_since, w.created_at, w.updated_at, \
-     COALESCE(c.txid, '0'::xid8)::text::bigint, COALESCE(c.seq, 0)";
+     COALESCE(c.txid, '0'::xid8)::text::bigint, COALESCE(c.seq, 0), \
+     EXISTS (SELECT 1 FROM outbox_cursors p WHERE p.stream = 'retention' AND p.name = 'pruned' \
+             AND (p.txid, p.seq) > (COALESCE(c.txid, '0'::xid8), COALESCE(c.seq, 0)))";
 
 const FROM: &str = "outbox_webhooks w LEFT JOIN outbox_cursors c ON c.stream = 'webhooks' AND c.name = w.id";
 
@@ -194,6 +199,7 @@ type Row = (
     OffsetDateTime,
     i64,
     i64,
+    bool,
 );
 
 fn from_row(row: Row) -> Webhook {
@@ -212,6 +218,7 @@ fn from_row(row: Row) -> Webhook {
         updated,
         txid,
         seq,
+        gap,
     ) = row;
     let position = Position::new(u64::try_from(txid).unwrap_or(0), u64::try_from(seq).unwrap_or(0));
     Webhook {
@@ -226,6 +233,7 @@ fn from_row(row: Row) -> Webhook {
         disabled_reason: reason,
         failing_since: failing,
         position,
+        gap,
         created_at: created,
         updated_at: updated,
     }
@@ -499,12 +507,36 @@ async fn insert_attempt(tx: &mut Transaction<'_, Postgres>, id: &str, attempt: &
     Ok(())
 }
 
+/// Subscription `id`'s newest attempt, if it made one.
+pub async fn last_attempt<'e>(executor: impl PgExecutor<'e>, id: &str) -> Result<Option<Attempt>> {
+    let row: Option<AttemptRow> = sqlx::query_as(
+        "SELECT at, event_id, status, duration_ms, error, response FROM outbox_webhook_attempts
+         WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1",
+    )
+    .bind(id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.map(attempt_from_row))
+}
+
+type AttemptRow = (OffsetDateTime, Option<String>, Option<i32>, i32, Option<String>, Option<String>);
+
+fn attempt_from_row((time, event_id, status, duration, error, response): AttemptRow) -> Attempt {
+    Attempt {
+        time,
+        event_id,
+        status: status.and_then(|s| u16::try_from(s).ok()),
+        duration_ms: u32::try_from(duration).unwrap_or(0),
+        error,
+        response,
+    }
+}
+
 /// Subscription `id`'s kept attempts, newest first; `None` when `tenant` has no such one.
 pub async fn attempts(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<Option<Vec<Attempt>>> {
     if fetch(pool, tenant, id).await?.is_none() {
         return Ok(None);
     }
-    type AttemptRow = (OffsetDateTime, Option<String>, Option<i32>, i32, Option<String>, Option<String>);
     let rows: Vec<AttemptRow> = sqlx::query_as(
         "SELECT at, event_id, status, duration_ms, error, response FROM outbox_webhook_attempts
          WHERE webhook_id = $1 ORDER BY id DESC",
@@ -512,18 +544,7 @@ pub async fn attempts(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<O
     .bind(id)
     .fetch_all(pool)
     .await?;
-    let attempts = rows
-        .into_iter()
-        .map(|(time, event_id, status, duration, error, response)| Attempt {
-            time,
-            event_id,
-            status: status.and_then(|s| u16::try_from(s).ok()),
-            duration_ms: u32::try_from(duration).unwrap_or(0),
-            error,
-            response,
-        })
-        .collect();
-    Ok(Some(attempts))
+    Ok(Some(rows.into_iter().map(attempt_from_row).collect()))
 }
 
 /// Every enabled subscription's id and when it last changed, in id order: what a delivery
@@ -615,9 +636,12 @@ async fn lock_tenant(tx: &mut Transaction<'_, Postgres>, tenant: &str) -> Result
     Ok(())
 }
 
-/// Puts subscription `id`'s cursor at the head: it delivers what commits from now on.
+/// Puts subscription `id`'s cursor at the head: it delivers what commits from now on. An
+/// outbox that retention emptied has its head at the last row pruned, not before it.
 async fn start_at_head(tx: &mut Transaction<'_, Postgres>, id: &str) -> Result<()> {
     let head = crate::read::head(&mut **tx).await?;
+    let pruned = crate::internal::cursor::load(&mut **tx, crate::internal::retention::PRUNED_STREAM, "pruned").await?;
+    let head = pruned.map_or(head, |pruned| pruned.max(head));
     sqlx::query(
         "INSERT INTO outbox_cursors (stream, name, txid, seq, updated_at)
          VALUES ($1, $2, $3::text::xid8, $4, compute_now())

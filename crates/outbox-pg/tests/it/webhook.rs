@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use outbox_core::Position;
 use outbox_core::webhook::Secret;
 use outbox_pg::internal::cursor;
 use outbox_pg::internal::seal::SealKey;
@@ -200,4 +201,30 @@ async fn an_enabled_subscription_holds_retention_back_and_a_disabled_one_does_no
     let off = Patch { enabled: Some(false), ..Patch::default() };
     webhook::update(&db.pool, &key, None, &created.id, &off).await.unwrap();
     assert!(holding_cursors(&db.pool, &Holders::Every).await.unwrap().is_empty(), "a disabled one holds nothing back");
+}
+
+#[tokio::test]
+async fn a_subscription_disabled_while_retention_pruned_past_its_cursor_has_a_gap() {
+    use outbox_pg::internal::retention;
+    let db = TestDb::new().await;
+    let key = key();
+    let (kept, _) = webhook::create(&db.pool, &key, "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
+    let off = Patch { enabled: Some(false), ..Patch::default() };
+    webhook::update(&db.pool, &key, None, &kept.id, &off).await.unwrap();
+    outbox_pg::publish_many(&db.pool, &[numbered(1), numbered(2)]).await.unwrap();
+    let head = outbox_pg::testkit::settle(&db.pool, Duration::from_secs(20)).await;
+    assert!(!webhook::get(&db.pool, None, &kept.id).await.unwrap().unwrap().gap, "nothing pruned yet");
+
+    let pruned = retention::prune_batch(&db.pool, None, head, 100, Duration::ZERO).await.unwrap();
+    assert_eq!(pruned.deleted, 2);
+    retention::record_pruned(&db.pool, pruned.last.unwrap()).await.unwrap();
+    let on = Patch { enabled: Some(true), ..Patch::default() };
+    let enabled = webhook::update(&db.pool, &key, None, &kept.id, &on).await.unwrap().unwrap();
+    assert!(enabled.gap, "the two events it was owed are gone");
+    retention::record_pruned(&db.pool, Position::START).await.unwrap();
+    assert!(webhook::get(&db.pool, None, &kept.id).await.unwrap().unwrap().gap, "the pruned position never goes back");
+    let (fresh, _) = webhook::create(&db.pool, &key, "acme", &new_webhook("https://a.example/2"), 100).await.unwrap();
+    assert!(!fresh.gap, "a subscription created after the pruning starts after it");
+    let now = Patch { enabled: Some(true), resume_now: true, ..Patch::default() };
+    assert!(!webhook::update(&db.pool, &key, None, &kept.id, &now).await.unwrap().unwrap().gap, "resumed from now");
 }
