@@ -180,6 +180,18 @@ pub async fn get<'e>(executor: impl PgExecutor<'e>, name: &str) -> Result<Option
     }))
 }
 
+/// The holders of the leases whose names start with `prefix` that are held now (by the
+/// database clock): how many processes take part in a shared piece of work.
+pub async fn live_holders<'e>(executor: impl PgExecutor<'e>, prefix: &str) -> Result<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT DISTINCT holder FROM outbox_leases
+         WHERE starts_with(name, $1) AND holder <> '' AND expires_at > compute_now() ORDER BY holder",
+    )
+    .bind(prefix)
+    .fetch_all(executor)
+    .await?)
+}
+
 /// A transaction that began by proving `lease` is held (see the module documentation).
 ///
 /// It derefs to the connection, so any query can run in it; [`crate::internal::cursor::advance`]

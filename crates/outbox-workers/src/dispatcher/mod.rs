@@ -28,6 +28,8 @@
 
 mod runner;
 
+pub(crate) use runner::lease::{SharedLease, keep_shared};
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,19 +204,21 @@ pub fn default_holder() -> String {
     format!("{host}:{}:{}", std::process::id(), &random[16..])
 }
 
-/// Spawns the loop of `spec` alone, stopping gracefully when `shutdown` turns true: what
-/// the webhook deliveries run, one per subscription, each with its own shutdown.
+/// Spawns the loop of `spec` alone, stopping gracefully when `shutdown` turns true, under
+/// its own lease or, with `shared`, under the one a keeper holds: what the webhook
+/// deliveries run, one per subscription, each with its own shutdown, under its shard's lease.
 #[cfg_attr(not(feature = "webhook"), allow(dead_code))]
 pub(crate) fn spawn_loop(
     pool: PgPool,
     spec: &SinkSpec,
     config: Arc<DispatcherConfig>,
     shutdown: watch::Receiver<bool>,
+    shared: Option<SharedLease>,
 ) -> Result<(JoinHandle<()>, watch::Receiver<LocalState>)> {
     spec.check()?;
     let state = watch::Sender::new(LocalState::default());
     let receiver = state.subscribe();
-    let runner = runner::Runner::new(pool, spec, config, state, shutdown);
+    let runner = runner::Runner::new(pool, spec, config, state, shutdown, shared);
     Ok((tokio::spawn(runner.run()), receiver))
 }
 
@@ -259,7 +263,7 @@ impl Dispatcher {
         };
         for spec in specs {
             let state = watch::Sender::new(LocalState::default());
-            let runner = runner::Runner::new(pool.clone(), &spec, config.clone(), state.clone(), signal.clone());
+            let runner = runner::Runner::new(pool.clone(), &spec, config.clone(), state.clone(), signal.clone(), None);
             dispatcher.tasks.get_mut().push(tokio::spawn(runner.run()));
             dispatcher.sinks.push(Running { sink: spec.sink, filter: spec.filter, state });
         }

@@ -7,7 +7,7 @@
 //! delivers it ([`deliver`]), and then goes on, waits for the poll interval or backs off.
 
 mod deliver;
-mod lease;
+pub(crate) mod lease;
 mod progress;
 
 use std::sync::Arc;
@@ -134,6 +134,8 @@ pub(super) struct Runner {
     records: String,
     /// Not before this time may the sink be called again (a `Retry-After`).
     not_before: Option<OffsetDateTime>,
+    /// The lease a keeper holds for this loop, when it does not take its own.
+    shared: Option<lease::SharedLease>,
 }
 
 impl Runner {
@@ -143,6 +145,7 @@ impl Runner {
         config: Arc<DispatcherConfig>,
         state: watch::Sender<LocalState>,
         shutdown: watch::Receiver<bool>,
+        shared: Option<lease::SharedLease>,
     ) -> Runner {
         Runner {
             pool,
@@ -159,6 +162,7 @@ impl Runner {
             cursor_name: spec.names.cursor_name.clone(),
             records: spec.names.records.clone(),
             not_before: None,
+            shared,
         }
     }
 

@@ -16,13 +16,25 @@ use tokio::time::Instant;
 use super::{Interruption, Runner};
 use crate::state::Activity;
 
+/// A lease a loop works under without taking it: a keeper (a webhook shard's) holds it and
+/// publishes it, `Some` while held and `None` once lost; its renewals keep the epoch.
+pub(crate) type SharedLease = watch::Receiver<Option<Lease>>;
+
 impl Runner {
-    /// Tries for the lease until shutdown; works while holding it.
+    /// Tries for the lease until shutdown; works while holding it. A loop given a shared
+    /// lease works while its keeper holds that instead, and never takes or releases it.
     pub(crate) async fn run(mut self) {
+        if let Some(shared) = self.shared.take() {
+            return self.run_shared(shared).await;
+        }
         while !self.stopping() {
             match lease::acquire(&self.pool, &self.lease_name, &self.config.holder, self.config.lease_ttl).await {
                 Ok(Some(lease)) => {
-                    if let Interruption::Shutdown = self.hold(&lease).await {
+                    let (lost, lost_signal) = watch::channel(false);
+                    self.lost = lost_signal;
+                    let (ttl, every) = (self.config.lease_ttl, self.config.lease_renew);
+                    let keeper = keep(self.pool.clone(), lease.clone(), ttl, every, lost);
+                    if let Interruption::Shutdown = self.hold(&lease, keeper).await {
                         self.release(&lease).await;
                         break;
                     }
@@ -40,23 +52,50 @@ impl Runner {
         });
     }
 
-    /// Works under `lease` while a second future renews it.
+    /// Works whenever the keeper publishes a lease, until shutdown.
+    async fn run_shared(mut self, mut shared: SharedLease) {
+        while !self.stopping() {
+            let held = shared.borrow_and_update().clone();
+            match held {
+                Some(lease) => {
+                    let (lost, lost_signal) = watch::channel(false);
+                    self.lost = lost_signal;
+                    let keeper = follow_shared(shared.clone(), lease.epoch, lost);
+                    if let Interruption::Shutdown = self.hold(&lease, keeper).await {
+                        break;
+                    }
+                }
+                None => {
+                    self.update(|state| state.activity = Activity::Standby);
+                    let shutdown = self.shutdown.clone();
+                    tokio::select! {
+                        changed = shared.changed() => if changed.is_err() { break },
+                        () = super::raised(shutdown) => break,
+                    }
+                }
+            }
+        }
+        self.update(|state| {
+            state.activity = Activity::Stopped;
+            state.lease_epoch = None;
+        });
+    }
+
+    /// Works under `lease` while `keeper` (the renewals, or a shared lease's follower)
+    /// runs beside; `keeper` raises the runner's `lost` flag when the lease is gone.
     ///
     /// A lost lease is a signal, not a cancellation: the work stops at its next wait or
     /// delivery call (a delivery in flight is dropped at once), but a database call in flight
     /// is never cut. sqlx 0.9's `begin` is not cancel safe: cut between `BEGIN` and its answer,
     /// it returns the connection to the pool inside an open transaction, which would hold
     /// every outbox reader back.
-    async fn hold(&mut self, lease: &Lease) -> Interruption {
+    async fn hold(&mut self, lease: &Lease, keeper: impl std::future::Future<Output = ()>) -> Interruption {
         tracing::info!(sink = self.sink.id(), holder = %lease.holder, epoch = lease.epoch, "lease acquired");
         self.update(|state| {
             state.lease_epoch = Some(lease.epoch);
             state.activity = Activity::Idle;
         });
         self.prepare_sink();
-        let (lost, lost_signal) = watch::channel(false);
-        self.lost = lost_signal;
-        let keeper = keep(self.pool.clone(), lease.clone(), self.config.lease_ttl, self.config.lease_renew, lost);
         let end = {
             let work = self.work(lease);
             tokio::pin!(keeper, work);
@@ -97,6 +136,31 @@ impl Runner {
             Err(error) => tracing::warn!(sink = self.sink.id(), %error, "releasing the lease failed; it will expire"),
         }
     }
+}
+
+/// Raises `lost` once the shared lease is no longer the one of `epoch` (lost, or taken
+/// again under another epoch), or its keeper is gone.
+async fn follow_shared(mut shared: SharedLease, epoch: i64, lost: watch::Sender<bool>) {
+    while shared.changed().await.is_ok() {
+        if shared.borrow().as_ref().map(|lease| lease.epoch) != Some(epoch) {
+            break;
+        }
+    }
+    let _ = lost.send(true);
+}
+
+/// Renews `lease` every `every` until it is lost, then raises `lost` and returns (what a
+/// webhook shard's keeper runs too).
+pub(crate) async fn keep_shared(
+    pool: PgPool,
+    lease: Lease,
+    ttl: Duration,
+    every: Duration,
+    published: watch::Sender<Option<Lease>>,
+) {
+    let mut lease = lease;
+    renew_until_lost(&pool, &mut lease, ttl, every).await;
+    published.send_replace(None);
 }
 
 /// A flag that never turns true.
