@@ -157,8 +157,11 @@ async fn a_subscription_gets_its_tenants_events_signed_and_in_order_across_a_sig
     outbox_pg::internal::clock::advance(&db.pool, Duration::from_secs(120)).await.unwrap();
     let (mut second, _) = serve(&db, &key, &config);
 
+    wait_for("the 60 acme node events visible", Duration::from_secs(60), || async {
+        acme_nodes(&db).await.len() == 60
+    })
+    .await;
     let expected = acme_nodes(&db).await;
-    assert_eq!(expected.len(), 60);
     wait_for("every acme node event delivered", Duration::from_secs(60), || async {
         let ids: std::collections::HashSet<String> = receiver.events(&secret).into_iter().map(|e| e.id).collect();
         ids.len() >= expected.len()

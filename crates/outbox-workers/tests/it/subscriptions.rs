@@ -128,8 +128,12 @@ async fn a_410_disables_at_once_and_enabling_again_delivers_everything_since_onc
         webhook.disabled_reason.as_deref() == Some("gone")
     })
     .await;
-    let disabled: Vec<Event> =
-        all_events(&db.pool).await.into_iter().filter(|e| e.event_type == "webhook.disabled").collect();
+    let disabled_events = || async {
+        all_events(&db.pool).await.into_iter().filter(|e| e.event_type == "webhook.disabled").collect::<Vec<Event>>()
+    };
+    // Visible once every older transaction of the cluster has finished (the xmin rule).
+    wait_for("the webhook.disabled event", || async { !disabled_events().await.is_empty() }).await;
+    let disabled = disabled_events().await;
     assert_eq!(disabled.len(), 1, "one webhook.disabled event");
     assert_eq!((disabled[0].tenant_id.as_str(), disabled[0].subject.clone()), ("acme", format!("webhook/{id}")));
 
@@ -235,4 +239,69 @@ async fn a_target_that_resolves_to_a_refused_address_is_never_connected() {
     assert!(attempt.error.as_deref().unwrap_or_default().contains("loopback"), "{attempt:?}");
     assert!(receiver.requests().is_empty(), "nothing reached the receiver");
     running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_processes_split_the_shards_and_one_takes_the_others_over_when_it_dies() {
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|_, _| status(200)).await;
+    let mut subscriptions = Vec::new();
+    for n in 0..12 {
+        let new = NewWebhook {
+            url: receiver.url.clone(),
+            types: vec!["node.*".into()],
+            headers: BTreeMap::from([("X-Subscription".to_owned(), n.to_string())]),
+            metadata: json!({}),
+            ..NewWebhook::default()
+        };
+        subscriptions.push(store::create(&db.pool, &key, "acme", &new, 100).await.unwrap().0.id);
+    }
+    let first = deliveries(&db.pool, &key);
+    let second = deliveries(&db.pool, &key);
+    let holders = || async {
+        let rows: Vec<(String, i64)> = outbox_pg::sqlx::query_as(
+            "SELECT holder, count(*) FROM outbox_leases
+             WHERE name LIKE 'singleton:outbox-webhooks:shard:%' AND holder <> '' AND expires_at > compute_now()
+             GROUP BY holder ORDER BY holder",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        rows
+    };
+    wait_for("the shards split between the two", || async {
+        let rows = holders().await;
+        rows.len() == 2 && rows.iter().map(|(_, n)| n).sum::<i64>() == 32 && rows.iter().all(|(_, n)| *n == 16)
+    })
+    .await;
+
+    publish(&db.pool, &(0..5).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
+    wait_for("every subscription got the five", || async { receiver.requests().len() >= 12 * 5 }).await;
+
+    drop(first); // like a crash: its leases stay until they expire
+    outbox_pg::internal::clock::advance(&db.pool, Duration::from_secs(30)).await.unwrap();
+    wait_for("the survivor holding every shard", || async {
+        let rows = holders().await;
+        rows.len() == 1 && rows[0].1 == 32
+    })
+    .await;
+    publish(&db.pool, &(5..10).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
+    let expected = acme_nodes(&db.pool).await;
+    let per_subscription = |n: usize| -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for request in receiver.requests() {
+            let id = request.id().to_owned();
+            if request.headers["x-subscription"] == n.to_string().as_str() && !seen.contains(&id) {
+                seen.push(id);
+            }
+        }
+        seen
+    };
+    wait_for("every subscription got all ten", || async { (0..12).all(|n| per_subscription(n).len() == 10) }).await;
+    for n in 0..12 {
+        assert_eq!(per_subscription(n), expected, "subscription {n}: every event, in order, none lost");
+    }
+    second.shutdown().await;
+    assert!(holders().await.is_empty(), "a shutdown gives every shard back");
 }
