@@ -97,12 +97,14 @@ fn delivery_config(config: &Config, seal_key: Arc<SealKey>) -> anyhow::Result<We
 }
 
 /// The webhook subscriptions' deliveries, in a process with the `sinks` role and a seal key.
-fn webhook_deliveries(config: &Config, pool: &PgPool) -> anyhow::Result<Option<WebhookDeliveries>> {
+/// Caught-up subscriptions wait on the process's shared `tail` instead of polling.
+fn webhook_deliveries(config: &Config, pool: &PgPool, tail: &Tail) -> anyhow::Result<Option<WebhookDeliveries>> {
     let Some(seal_key) = config.webhooks.seal_key()? else { return Ok(None) };
     if !config.roles.has(Role::Sinks) {
         return Ok(None);
     }
-    let deliveries = delivery_config(config, Arc::new(seal_key))?;
+    let mut deliveries = delivery_config(config, Arc::new(seal_key))?;
+    deliveries.dispatcher.tail = Some(tail.clone());
     Ok(Some(WebhookDeliveries::start(pool.clone(), deliveries).context("the webhook deliveries")?))
 }
 
@@ -132,7 +134,7 @@ impl Server {
             .with_catalog(catalog.clone())
             .with_tail(tail.clone());
         let webhooks = webhook_routes(config, &pool, authorizer.clone(), catalog)?;
-        let deliveries = webhook_deliveries(config, &pool)?;
+        let deliveries = webhook_deliveries(config, &pool, &tail)?;
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await
             .context("reading outbox_revocations")?;

@@ -28,7 +28,9 @@
 
 mod runner;
 
-pub(crate) use runner::lease::{SharedLease, keep_shared};
+pub(crate) use runner::lease::SharedLease;
+#[cfg(feature = "webhook")]
+pub(crate) use runner::lease::keep_shared;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -174,6 +176,13 @@ pub struct DispatcherConfig {
     pub shutdown_grace: Duration,
     /// What backoff and `Retry-After` waits use, and what "until" is measured by.
     pub clock: Arc<dyn Clock>,
+    /// The process's shared tail: with it, a caught-up loop waits until the tail hands it a
+    /// matching event instead of reading every `poll_interval`, so idle loops run no
+    /// queries of their own (default none).
+    pub tail: Option<outbox_pg::Tail>,
+    /// With a tail: the longest a caught-up loop waits without a word from it before it
+    /// reads anyway (default 5 min).
+    pub tail_fallback: Duration,
 }
 
 impl Default for DispatcherConfig {
@@ -188,6 +197,8 @@ impl Default for DispatcherConfig {
             delivery_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             clock: Arc::new(SystemClock),
+            tail: None,
+            tail_fallback: Duration::from_secs(300),
         }
     }
 }

@@ -18,6 +18,7 @@ use outbox_pg::internal::lease::Lease;
 use outbox_pg::internal::read::read_to_head;
 use outbox_pg::internal::sink_health;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::tail::Filter;
 use outbox_pg::{MAX_LIMIT, ReadPage, ReadRequest, read_page};
 use time::OffsetDateTime;
 use tokio::sync::watch;
@@ -205,7 +206,10 @@ impl Runner {
                 Step::Idle => {
                     self.recovered(work).await;
                     self.update(|state| state.activity = Activity::Idle);
-                    self.idle_wait(self.config.poll_interval).await
+                    match (&self.config.tail, work.progress.after()) {
+                        (Some(tail), Some(after)) => self.tail_wait(tail, after).await,
+                        _ => self.idle_wait(self.config.poll_interval).await,
+                    }
                 }
                 Step::Failed(failure) => self.back_off(work, failure).await,
                 Step::Interrupted(interruption) => Err(interruption),
@@ -339,6 +343,22 @@ impl Runner {
     async fn idle_wait(&self, duration: Duration) -> Result<(), Interruption> {
         tokio::select! {
             () = tokio::time::sleep(duration) => self.interrupted(),
+            interruption = self.interruption() => Err(interruption),
+        }
+    }
+
+    /// Waits, caught up at `after`, until the tail hands this loop a matching event (or lets go
+    /// of it), at most `tail_fallback`, unless shutdown or a lost lease ends it first. A tail
+    /// already past `after` may hold rows the member will not be handed: read at once.
+    async fn tail_wait(&self, tail: &outbox_pg::Tail, after: Position) -> Result<(), Interruption> {
+        let filter = Filter { tenant_id: self.filter.tenant.clone(), patterns: self.filter.types.clone() };
+        let member = tail.join(filter, after, 1);
+        if member.joined_at() > after {
+            return self.interrupted();
+        }
+        tokio::select! {
+            () = member.ready() => self.interrupted(),
+            () = tokio::time::sleep(self.config.tail_fallback) => self.interrupted(),
             interruption = self.interruption() => Err(interruption),
         }
     }

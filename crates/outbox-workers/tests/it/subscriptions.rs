@@ -305,3 +305,33 @@ async fn two_processes_split_the_shards_and_one_takes_the_others_over_when_it_di
     second.shutdown().await;
     assert!(holders().await.is_empty(), "a shutdown gives every shard back");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caught_up_subscription_is_woken_by_the_shared_tail_instead_of_polling() {
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|_, _| status(200)).await;
+    subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
+    let mut config = WebhookDeliveryConfig::new(key.clone());
+    config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
+    config.refresh = Duration::from_millis(50);
+    let tail = outbox_pg::Tail::new(db.pool.clone(), outbox_pg::TailOptions::default());
+    // A loop that polled would read again only after an hour.
+    config.dispatcher = outbox_workers::DispatcherConfig {
+        poll_interval: Duration::from_secs(3600),
+        tail: Some(tail.clone()),
+        ..fast_config()
+    };
+    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    wait_for("the loop waiting on the tail", || async { tail.members() == 1 }).await;
+    for round in 0..3 {
+        publish(&db.pool, &[node("acme", round), node("globex", round)]).await;
+        wait_for("the tail's event delivered", || async { receiver.requests().len() > round }).await;
+    }
+    assert_eq!(
+        ids(&receiver.requests()),
+        acme_nodes(&db.pool).await,
+        "each woken read delivered acme's event, in order"
+    );
+    running.shutdown().await;
+}

@@ -151,6 +151,7 @@ async fn follow_shared(mut shared: SharedLease, epoch: i64, lost: watch::Sender<
 
 /// Renews `lease` every `every` until it is lost, then raises `lost` and returns (what a
 /// webhook shard's keeper runs too).
+#[cfg_attr(not(feature = "webhook"), allow(dead_code))]
 pub(crate) async fn keep_shared(
     pool: PgPool,
     lease: Lease,
