@@ -52,6 +52,8 @@ pub(crate) enum Which {
     },
     /// Live streams on one server: the shared tail against per-stream polling.
     Fanout,
+    /// Webhook subscriptions: idle cost at 1 and 1,000, fan-out latency, one subscription's rate.
+    Webhooks,
     /// The server process `bench fanout` starts (not for direct use).
     #[command(hide = true)]
     FanoutServer {
@@ -77,6 +79,7 @@ pub(crate) fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
         Which::Sinks => return crate::bench_sinks::run(transports),
         Which::Retention { rows } => return crate::bench_retention::run(rows, transports),
         Which::Fanout => return crate::bench_fanout::run(transports),
+        Which::Webhooks => return crate::bench_webhooks::run(transports),
         Which::FanoutServer { server_url, database, mode } => {
             return crate::bench_fanout::serve(&server_url, &database, crate::bench_fanout::Mode::parse(&mode)?);
         }

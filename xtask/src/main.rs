@@ -15,6 +15,7 @@ mod bench_http;
 mod bench_ingest;
 mod bench_retention;
 mod bench_sinks;
+mod bench_webhooks;
 mod ci;
 mod codegen;
 mod explain;

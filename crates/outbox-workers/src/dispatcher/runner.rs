@@ -34,6 +34,10 @@ use crate::{Sink, SinkError};
 /// How often a sink saves a cursor that only moved over rows its filter skipped.
 const SKIP_SAVE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How many rows the tail may hand a caught-up loop between two of its reads before it lets
+/// go of it (the loop then reads on its own and takes a new place).
+const MEMBER_CAPACITY: usize = 64;
+
 /// How many batches a read beside a delivery takes at most (within the read limit): fewer
 /// statements per event, each page delivered batch by batch.
 const BATCHES_PER_READ: usize = 4;
@@ -114,6 +118,8 @@ struct Work {
     delivered_in_round: bool,
     /// Whether a failure was reported to `outbox_sink_health` and no recovery since.
     reported_failure: bool,
+    /// The loop's place on the shared tail while it is caught up (kept across waits).
+    member: Option<outbox_pg::tail::Member>,
 }
 
 /// One sink's loop and everything it needs.
@@ -177,6 +183,7 @@ impl Runner {
             suspect: None,
             delivered_in_round: false,
             reported_failure: false,
+            member: None,
         };
         let end = self.work_on(lease, &mut work).await;
         // A save still running is waited for (never cut): the lease is released after it.
@@ -206,8 +213,8 @@ impl Runner {
                 Step::Idle => {
                     self.recovered(work).await;
                     self.update(|state| state.activity = Activity::Idle);
-                    match (&self.config.tail, work.progress.after()) {
-                        (Some(tail), Some(after)) => self.tail_wait(tail, after).await,
+                    match (self.config.tail.clone(), work.progress.after()) {
+                        (Some(tail), Some(after)) => self.tail_wait(&tail, &mut work.member, after).await,
                         _ => self.idle_wait(self.config.poll_interval).await,
                     }
                 }
@@ -348,19 +355,39 @@ impl Runner {
     }
 
     /// Waits, caught up at `after`, until the tail hands this loop a matching event (or lets go
-    /// of it), at most `tail_fallback`, unless shutdown or a lost lease ends it first. A tail
-    /// already past `after` may hold rows the member will not be handed: read at once.
-    async fn tail_wait(&self, tail: &outbox_pg::Tail, after: Position) -> Result<(), Interruption> {
-        let filter = Filter { tenant_id: self.filter.tenant.clone(), patterns: self.filter.types.clone() };
-        let member = tail.join(filter, after, 1);
-        if member.joined_at() > after {
-            return self.interrupted();
-        }
-        tokio::select! {
-            () = member.ready() => self.interrupted(),
+    /// of it), at most `tail_fallback`, unless shutdown or a lost lease ends it first.
+    ///
+    /// The loop keeps its place on the tail across waits. A new place may start past
+    /// `after` (the tail's position moves with every transaction id, rows or not), and rows
+    /// up to it are never handed over: the loop reads once more at once, and from then on
+    /// the place covers everything after what that read saw. What the tail hands over is
+    /// drained before the read it wakes, so a row arriving during the read wakes the next wait.
+    async fn tail_wait(
+        &self,
+        tail: &outbox_pg::Tail,
+        member: &mut Option<outbox_pg::tail::Member>,
+        after: Position,
+    ) -> Result<(), Interruption> {
+        let place = match member.take() {
+            Some(place) if !place.is_detached() => place,
+            _ => {
+                let filter = Filter { tenant_id: self.filter.tenant.clone(), patterns: self.filter.types.clone() };
+                let place = tail.join(filter, after, MEMBER_CAPACITY);
+                if place.joined_at() > after {
+                    *member = Some(place);
+                    return self.interrupted();
+                }
+                place
+            }
+        };
+        let woken = tokio::select! {
+            () = place.ready() => self.interrupted(),
             () = tokio::time::sleep(self.config.tail_fallback) => self.interrupted(),
             interruption = self.interruption() => Err(interruption),
-        }
+        };
+        drop(place.drain());
+        *member = Some(place);
+        woken
     }
 
     /// Waits `duration` on the dispatcher's clock, unless shutdown or a lost lease ends it first.

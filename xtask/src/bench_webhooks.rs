@@ -1,0 +1,253 @@
+//! `cargo xtask bench webhooks`: what webhook subscriptions cost, side by side in one run,
+//! PostgreSQL over TCP (SPEC §7.6, issue 23).
+//!
+//! One process runs `outbox_workers::WebhookDeliveries` as the server does (the shared tail
+//! feeding caught-up subscriptions, shard leases) against a receiver on loopback that
+//! answers 200 at once:
+//! - **idle statements/s** with 1 and with 1,000 idle subscriptions: `xact_commit +
+//!   xact_rollback` of the bench database in `pg_stat_database` over a window (target: 1,000
+//!   cost at most 1.5 × one);
+//! - **commit-to-receiver** p50/p99 for events that match 100 subscriptions, one per
+//!   transaction, each delivery timed from just before `COMMIT` (target: p99 ≤ 3 × the tail's
+//!   `poll_ms` plus the receiver's own time, here none);
+//! - **delivered events/s through one subscription** against a bare loop of signed POSTs of
+//!   the same bodies to the same receiver with the same client settings (target ≥ 0.7).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use outbox_core::NewEvent;
+use outbox_core::target::TargetPolicy;
+use outbox_pg::internal::seal::SealKey;
+use outbox_pg::internal::webhook::{self as store, NewWebhook};
+use outbox_workers::{DispatcherConfig, WebhookDeliveries, WebhookDeliveryConfig};
+use parking_lot::Mutex;
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::services::{ScratchDatabase, Transport, Transports, postgres};
+
+const POLL_MS: u64 = 100;
+const WINDOW: Duration = Duration::from_secs(6);
+const LATENCY_EVENTS: usize = 12;
+const THROUGHPUT_EVENTS: usize = 2_000;
+
+pub(crate) fn run(_transports: Transports) -> anyhow::Result<()> {
+    let server = postgres()?;
+    crate::runtime()?.block_on(async {
+        let url = server.url_over(Transport::Tcp)?;
+        let db = ScratchDatabase::create(&url, "outbox_bench_webhooks").await?;
+        let pool = db.pool_on(&url, 10).await?;
+        let admin = db.pool_on(&url, 2).await?;
+        let result = bench(&pool, &admin, db_name(&db)).await;
+        pool.close().await;
+        admin.close().await;
+        db.drop_now().await?;
+        result
+    })
+}
+
+fn db_name(db: &ScratchDatabase) -> String {
+    db.pool.connect_options().get_database().unwrap_or_default().to_owned()
+}
+
+/// A receiver on loopback: counts requests and notes when each event id first arrived.
+struct Receiver {
+    url: String,
+    requests: Arc<AtomicUsize>,
+    arrivals: Arc<Mutex<BTreeMap<String, Vec<Instant>>>>,
+}
+
+async fn receiver() -> anyhow::Result<Receiver> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    let requests = Arc::new(AtomicUsize::new(0));
+    let arrivals: Arc<Mutex<BTreeMap<String, Vec<Instant>>>> = Arc::default();
+    let (count, note) = (requests.clone(), arrivals.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (count, note) = (count.clone(), note.clone());
+            let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let (count, note) = (count.clone(), note.clone());
+                async move {
+                    let id = request.headers().get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+                    let _ = request.into_body().collect().await;
+                    note.lock().entry(id).or_default().push(Instant::now());
+                    count.fetch_add(1, Ordering::Relaxed);
+                    Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::new())))
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    Ok(Receiver { url, requests, arrivals })
+}
+
+async fn subscribe(pool: &PgPool, key: &SealKey, tenant: &str, url: &str, n: usize) -> anyhow::Result<()> {
+    for _ in 0..n {
+        let new =
+            NewWebhook { url: url.into(), types: vec!["node.*".into()], metadata: json!({}), ..NewWebhook::default() };
+        store::create(pool, key, tenant, &new, 10_000).await?;
+    }
+    Ok(())
+}
+
+fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> anyhow::Result<(WebhookDeliveries, outbox_pg::Tail)> {
+    let tail = outbox_pg::Tail::new(
+        pool.clone(),
+        outbox_pg::TailOptions { poll: Duration::from_millis(POLL_MS), ..outbox_pg::TailOptions::default() },
+    );
+    let mut config = WebhookDeliveryConfig::new(key.clone());
+    config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
+    config.dispatcher = DispatcherConfig { tail: Some(tail.clone()), ..DispatcherConfig::default() };
+    Ok((WebhookDeliveries::start(pool.clone(), config)?, tail))
+}
+
+async fn idle_statements(admin: &PgPool, name: &str) -> anyhow::Result<f64> {
+    let count = || async {
+        let n: i64 =
+            sqlx::query_scalar("SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1")
+                .bind(name)
+                .fetch_one(admin)
+                .await?;
+        anyhow::Ok(n)
+    };
+    let (before, started) = (count().await?, Instant::now());
+    tokio::time::sleep(WINDOW).await;
+    Ok((count().await? - before) as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done() {
+        anyhow::ensure!(Instant::now() < deadline, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn bench(pool: &PgPool, admin: &PgPool, name: String) -> anyhow::Result<()> {
+    let key = Arc::new(SealKey::parse(&SealKey::generate()?)?);
+    let receiver = receiver().await?;
+
+    // Idle: one subscription, then a thousand, each caught up and waiting on the tail.
+    subscribe(pool, &key, "idle", &receiver.url, 1).await?;
+    let (running, tail) = deliveries(pool, &key)?;
+    wait_until("the subscription waiting on the tail", || tail.members() == 1).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let one = idle_statements(admin, &name).await?;
+    subscribe(pool, &key, "idle", &receiver.url, 999).await?;
+    eprintln!("xtask: bench webhooks: 1,000 subscriptions created; waiting for every loop to wait on the tail");
+    wait_until("1,000 loops waiting on the tail", || tail.members() == 1_000).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let thousand = idle_statements(admin, &name).await?;
+    running.shutdown().await;
+    sqlx::query("DELETE FROM outbox_webhooks").execute(pool).await?;
+
+    // Latency: events matching 100 subscriptions.
+    subscribe(pool, &key, "fan", &receiver.url, 100).await?;
+    let (running, tail) = deliveries(pool, &key)?;
+    wait_until("100 loops waiting on the tail", || tail.members() == 100).await?;
+    let mut samples = Vec::new();
+    for k in 0..LATENCY_EVENTS {
+        let event = NewEvent::new("node.joined", "fan", "node/n1", json!({ "k": k }));
+        let mut tx = pool.begin().await?;
+        let id = outbox_pg::publish(&mut *tx, &event).await?;
+        let committing = Instant::now();
+        tx.commit().await?;
+        let arrivals = receiver.arrivals.clone();
+        wait_until("an event at 100 subscriptions", || arrivals.lock().get(&id).is_some_and(|a| a.len() >= 100))
+            .await?;
+        let times = receiver.arrivals.lock().get(&id).cloned().unwrap_or_default();
+        samples.extend(times.iter().map(|at| at.duration_since(committing).as_secs_f64() * 1e3));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    running.shutdown().await;
+    sqlx::query("DELETE FROM outbox_webhooks").execute(pool).await?;
+    samples.sort_by(f64::total_cmp);
+    let quantile = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    let (p50, p99) = (quantile(0.5), quantile(0.99));
+
+    // Throughput through one subscription, against a bare loop of signed POSTs.
+    subscribe(pool, &key, "flow", &receiver.url, 1).await?;
+    let events: Vec<NewEvent> =
+        (0..THROUGHPUT_EVENTS).map(|k| NewEvent::new("node.joined", "flow", "node/n1", json!({ "k": k }))).collect();
+    let before = receiver.requests.load(Ordering::Relaxed);
+    for chunk in events.chunks(500) {
+        outbox_pg::publish_many(pool, chunk).await?;
+    }
+    outbox_pg::testkit::settle(pool, Duration::from_secs(60)).await;
+    let started = Instant::now();
+    let (running, _tail) = deliveries(pool, &key)?;
+    let requests = receiver.requests.clone();
+    wait_until("every event through one subscription", || {
+        requests.load(Ordering::Relaxed) >= before + THROUGHPUT_EVENTS
+    })
+    .await?;
+    let through_one = THROUGHPUT_EVENTS as f64 / started.elapsed().as_secs_f64();
+    running.shutdown().await;
+    let bare = bare_posts(&receiver.url, THROUGHPUT_EVENTS).await?;
+
+    println!("bench webhooks: PostgreSQL over TCP, the shared tail polling every {POLL_MS} ms, a receiver on loopback");
+    println!("  idle statements/s, 1 subscription          {one:8.1}");
+    println!("  idle statements/s, 1,000 subscriptions     {thousand:8.1}");
+    println!(
+        "  commit to receiver, 100 subscriptions      p50 {p50:.0} ms, p99 {p99:.0} ms ({} deliveries)",
+        samples.len()
+    );
+    println!("  one subscription                           {through_one:8.0} events/s");
+    println!("  bare signed POSTs                          {bare:8.0} events/s");
+    let verdict = |ok: bool| if ok { "meets" } else { "misses" };
+    let idle = thousand / one.max(f64::MIN_POSITIVE);
+    println!("  ratio idle 1,000 / 1 = {idle:.2} ({} target <= 1.50)", verdict(idle <= 1.5));
+    let bound = 3.0 * POLL_MS as f64;
+    println!("  p99 = {p99:.0} ms ({} target <= {bound:.0} ms)", verdict(p99 <= bound));
+    let ratio = through_one / bare;
+    println!("  ratio one subscription / bare POSTs = {ratio:.2} ({} target >= 0.70)", verdict(ratio >= 0.7));
+    Ok(())
+}
+
+/// `count` signed POSTs of event-sized bodies, one after the other, as the delivery sends them.
+async fn bare_posts(url: &str, count: usize) -> anyhow::Result<f64> {
+    use base64::Engine;
+    use hmac::{KeyInit, Mac};
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .context("a client")?;
+    let key = [7u8; 24];
+    let started = Instant::now();
+    for k in 0..count {
+        let body =
+            json!({"id": format!("evt_bare_{k}"), "type": "node.joined", "tenantId": "flow", "subject": "node/n1",
+            "time": "2026-12-01T00:00:00.000Z", "sequence": "1.1", "data": {"k": k}})
+            .to_string();
+        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+        let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&key).expect("any key length");
+        mac.update(format!("evt_bare_{k}.{timestamp}.").as_bytes());
+        mac.update(body.as_bytes());
+        let signature = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+        let response = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", format!("evt_bare_{k}"))
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "the receiver answered {}", response.status());
+    }
+    Ok(count as f64 / started.elapsed().as_secs_f64())
+}
