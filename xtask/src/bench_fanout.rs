@@ -244,7 +244,9 @@ async fn bench_contender(contender: Contender, setup: &Setup<'_>) -> anyhow::Res
     Ok(figures)
 }
 
-async fn idle_statements(admin: &PgPool, name: &str) -> anyhow::Result<f64> {
+/// Statements per second database `name` runs over [`WINDOW`], as `pg_stat_database` counts
+/// its transactions (`bench webhooks` counts the same way).
+pub(crate) async fn idle_statements(admin: &PgPool, name: &str) -> anyhow::Result<f64> {
     let count = || async {
         let n: i64 =
             sqlx::query_scalar("SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1")

@@ -5,7 +5,8 @@
 //! feeding caught-up subscriptions, shard leases) against a receiver on loopback that
 //! answers 200 at once:
 //! - **idle statements/s** with 1 and with 1,000 idle subscriptions: `xact_commit +
-//!   xact_rollback` of the bench database in `pg_stat_database` over a window (target: 1,000
+//!   xact_rollback` of the bench database in `pg_stat_database` over a window, as `bench
+//!   fanout` counts them (target: 1,000
 //!   cost at most 1.5 × one);
 //! - **commit-to-receiver** p50/p99 for events that match 100 subscriptions, one per
 //!   transaction, each delivery timed from just before `COMMIT` (target: p99 ≤ 3 × the tail's
@@ -31,10 +32,10 @@ use parking_lot::Mutex;
 use serde_json::json;
 use sqlx::PgPool;
 
+use crate::bench_fanout::idle_statements;
 use crate::services::{ScratchDatabase, Transport, Transports, postgres};
 
 const POLL_MS: u64 = 100;
-const WINDOW: Duration = Duration::from_secs(6);
 const LATENCY_EVENTS: usize = 12;
 const THROUGHPUT_EVENTS: usize = 2_000;
 
@@ -110,20 +111,6 @@ fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> anyhow::Result<(WebhookDeliv
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.dispatcher = DispatcherConfig { tail: Some(tail.clone()), ..DispatcherConfig::default() };
     Ok((WebhookDeliveries::start(pool.clone(), config)?, tail))
-}
-
-async fn idle_statements(admin: &PgPool, name: &str) -> anyhow::Result<f64> {
-    let count = || async {
-        let n: i64 =
-            sqlx::query_scalar("SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1")
-                .bind(name)
-                .fetch_one(admin)
-                .await?;
-        anyhow::Ok(n)
-    };
-    let (before, started) = (count().await?, Instant::now());
-    tokio::time::sleep(WINDOW).await;
-    Ok((count().await? - before) as f64 / started.elapsed().as_secs_f64())
 }
 
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {
