@@ -52,6 +52,10 @@ use crate::encoding::{Encoder, Encoding};
 use crate::sinks::{WebhookSecret, describe, install_crypto_provider, judge};
 use crate::{ConsumerNames, DispatcherConfig, Error, Result, Sink, SinkError, SinkSpec};
 
+/// Events a subscription's loop takes per step, each still POSTed alone: the attempts and
+/// the cursor are recorded once per step.
+const DELIVERY_BATCH: usize = 100;
+
 /// The most of an answer's body an attempt keeps.
 const RESPONSE_KEPT: usize = 1024;
 
@@ -392,7 +396,7 @@ impl Supervisor {
         let spec = SinkSpec::new(sink)
             .tenant(webhook.tenant_id.clone())
             .types(types)
-            .batch(1)
+            .batch(DELIVERY_BATCH)
             .max_attempts(self.config.max_attempts)
             .names(names);
         let (stop, signal) = watch::channel(false);
@@ -507,10 +511,8 @@ impl SubscriptionSink {
     }
 
     /// One POST of `event`, recorded as an attempt with what it says.
-    async fn post(&self, event: &Event) -> std::result::Result<(), SinkError> {
-        if self.disabled.load(Ordering::SeqCst) {
-            return Err(SinkError::retryable("the subscription is disabled"));
-        }
+    /// One POST of `event`: its attempt, whether the endpoint answered 410, and what it means.
+    async fn post(&self, event: &Event) -> (Attempt, bool, std::result::Result<(), SinkError>) {
         let started = Instant::now();
         let time = OffsetDateTime::now_utc();
         let (status, kept, result) = self.send(event).await;
@@ -531,13 +533,34 @@ impl SubscriptionSink {
             error: result.as_ref().err().map(|error| error.message().to_owned()),
             response: kept,
         };
-        match store::record_outcome(&self.pool, &self.id, &attempt, result.is_ok(), gone, self.disable_after).await {
+        (attempt, gone, result)
+    }
+
+    /// POSTs the events of `batch` one after the other, up to the first that fails, then
+    /// records their attempts and what the last one says in one transaction.
+    async fn post_batch(&self, batch: &[Event]) -> std::result::Result<(), SinkError> {
+        if self.disabled.load(Ordering::SeqCst) {
+            return Err(SinkError::retryable("the subscription is disabled"));
+        }
+        let mut attempts = Vec::with_capacity(batch.len());
+        let (mut result, mut gone) = (Ok(()), false);
+        for (index, event) in batch.iter().enumerate() {
+            let (attempt, was_gone, outcome) = self.post(event).await;
+            attempts.push(attempt);
+            if let Err(error) = outcome {
+                (result, gone) = (Err(error.at(index)), was_gone);
+                break;
+            }
+        }
+        let delivered = result.is_ok();
+        match store::record_outcome(&self.pool, &self.id, &attempts, delivered, gone, self.disable_after).await {
             Ok(store::Outcome::Disabled) => {
                 self.disabled.store(true, Ordering::SeqCst);
-                tracing::warn!(webhook = %self.id, error = ?attempt.error, "webhook subscription disabled");
+                let error = attempts.last().and_then(|attempt| attempt.error.clone());
+                tracing::warn!(webhook = %self.id, ?error, "webhook subscription disabled");
             }
             Ok(store::Outcome::Recorded) => {}
-            Err(error) => tracing::warn!(webhook = %self.id, %error, "recording a webhook attempt failed"),
+            Err(error) => tracing::warn!(webhook = %self.id, %error, "recording webhook attempts failed"),
         }
         result
     }
@@ -588,11 +611,6 @@ impl Sink for SubscriptionSink {
     }
 
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, std::result::Result<(), SinkError>> {
-        Box::pin(async move {
-            for (index, event) in batch.iter().enumerate() {
-                self.post(event).await.map_err(|error| error.at(index))?;
-            }
-            Ok(())
-        })
+        Box::pin(self.post_batch(batch))
     }
 }

@@ -565,7 +565,7 @@ pub enum Outcome {
     Disabled,
 }
 
-/// Records `attempt` of subscription `id` and what it says: a success ends a run of
+/// Records `attempts` of subscription `id` (in order) and what the last says: a success ends a run of
 /// failures; a failure starts one (`failing_since`) or, when the run has lasted
 /// `disable_after`, disables the subscription (`failing`). `gone` (the endpoint answered
 /// 410) disables it at once. Disabling publishes `webhook.disabled` (subject
@@ -574,13 +574,15 @@ pub enum Outcome {
 pub async fn record_outcome(
     pool: &PgPool,
     id: &str,
-    attempt: &Attempt,
+    attempts: &[Attempt],
     delivered: bool,
     gone: bool,
     disable_after: Duration,
 ) -> Result<Outcome> {
     let mut tx = pool.begin().await?;
-    insert_attempt(&mut tx, id, attempt).await?;
+    for attempt in attempts {
+        insert_attempt(&mut tx, id, attempt).await?;
+    }
     let seconds = i64::try_from(disable_after.as_secs()).unwrap_or(i64::MAX);
     let disabled: Option<(String, String, Option<OffsetDateTime>)> = if delivered {
         sqlx::query("UPDATE outbox_webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL")
