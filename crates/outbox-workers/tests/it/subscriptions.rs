@@ -95,9 +95,11 @@ async fn a_subscription_receives_its_tenants_matching_events_in_order_signed_by_
         assert_eq!((event.tenant_id.as_str(), event.event_type.as_str()), ("acme", "node.joined"));
     }
 
+    // A loop started after the rotation signs with both secrets (restarting a changed
+    // subscription's loop is what the other tests' enabling exercises).
+    running.shutdown().await;
     let (_, second) = store::rotate(&db.pool, &key, None, &id, None, Duration::from_secs(3600)).await.unwrap().unwrap();
-    // The rotation restarts the subscription's loop with both secrets.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let running = deliveries(&db.pool, &key);
     publish(&db.pool, &[node("acme", 100), node("acme", 101)]).await;
     wait_for("two more deliveries", || async { receiver.requests().len() >= 12 }).await;
     for request in &receiver.requests()[10..] {
@@ -138,14 +140,14 @@ async fn a_410_disables_at_once_and_enabling_again_delivers_everything_since_onc
     assert_eq!((disabled[0].tenant_id.as_str(), disabled[0].subject.clone()), ("acme", format!("webhook/{id}")));
 
     publish(&db.pool, &(1..6).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the five are visible to the xmin read, a loop that still delivered would read them.
+    wait_for("the five visible", || async { acme_nodes(&db.pool).await.len() == 6 }).await;
     assert_eq!(receiver.requests().len(), 1, "a disabled subscription receives nothing");
 
     gone.store(false, Ordering::SeqCst);
     let on = Patch { enabled: Some(true), ..Patch::default() };
     store::update(&db.pool, &key, Some("acme"), &id, &on).await.unwrap().unwrap();
     wait_for("the refused event and the five since", || async { receiver.requests().len() >= 7 }).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let received = receiver.requests();
     let expected = acme_nodes(&db.pool).await;
     assert_eq!(ids(&received[1..]), expected, "from its cursor: every event once, in order, none skipped");
