@@ -108,7 +108,10 @@ async fn a_subscription_receives_its_tenants_matching_events_in_order_signed_by_
         assert_eq!(request.headers["webhook-signature"].to_str().unwrap().split(' ').count(), 2);
     }
     assert_eq!(ids(&receiver.requests()), acme_nodes(&db.pool).await);
-    let attempts = store::attempts(&db.pool, None, &id).await.unwrap().unwrap();
+    // A batch's attempts are recorded once its last POST has been answered.
+    let attempts = || async { store::attempts(&db.pool, None, &id).await.unwrap().unwrap() };
+    wait_for("twelve attempts recorded", || async { attempts().await.len() >= 12 }).await;
+    let attempts = attempts().await;
     assert_eq!(attempts.len(), 12);
     assert_eq!(attempts[0].status, Some(200));
     running.shutdown().await;
