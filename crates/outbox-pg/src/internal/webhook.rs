@@ -477,23 +477,37 @@ pub async fn keys<'e>(executor: impl PgExecutor<'e>, key: &SealKey, id: &str) ->
 /// newest [`ATTEMPTS_KEPT`].
 pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &Attempt) -> Result<()> {
     let mut tx = pool.begin().await?;
-    insert_attempt(&mut tx, id, attempt).await?;
+    insert_attempts(&mut tx, id, std::slice::from_ref(attempt)).await?;
     tx.commit().await?;
     Ok(())
 }
 
-async fn insert_attempt(tx: &mut Transaction<'_, Postgres>, id: &str, attempt: &Attempt) -> Result<()> {
+/// Inserts `attempts` of subscription `id` in one statement, in their order (their ids
+/// ascend with it), then forgets all but the newest [`ATTEMPTS_KEPT`] in a second.
+async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, id: &str, attempts: &[Attempt]) -> Result<()> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let times: Vec<OffsetDateTime> = attempts.iter().map(|a| a.time).collect();
+    let event_ids: Vec<Option<&str>> = attempts.iter().map(|a| a.event_id.as_deref()).collect();
+    let statuses: Vec<Option<i32>> = attempts.iter().map(|a| a.status.map(i32::from)).collect();
+    let durations: Vec<i32> = attempts.iter().map(|a| i32::try_from(a.duration_ms).unwrap_or(i32::MAX)).collect();
+    let errors: Vec<Option<&str>> = attempts.iter().map(|a| a.error.as_deref()).collect();
+    let responses: Vec<Option<&str>> = attempts.iter().map(|a| a.response.as_deref()).collect();
     sqlx::query(
         "INSERT INTO outbox_webhook_attempts (webhook_id, at, event_id, status, duration_ms, error, response)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         SELECT $1, a.at, a.event_id, a.status, a.duration_ms, a.error, a.response
+         FROM unnest($2::timestamptz[], $3::text[], $4::int4[], $5::int4[], $6::text[], $7::text[])
+              WITH ORDINALITY AS a(at, event_id, status, duration_ms, error, response, n)
+         ORDER BY a.n",
     )
     .bind(id)
-    .bind(attempt.time)
-    .bind(&attempt.event_id)
-    .bind(attempt.status.map(i32::from))
-    .bind(i32::try_from(attempt.duration_ms).unwrap_or(i32::MAX))
-    .bind(&attempt.error)
-    .bind(&attempt.response)
+    .bind(&times)
+    .bind(&event_ids)
+    .bind(&statuses)
+    .bind(&durations)
+    .bind(&errors)
+    .bind(&responses)
     .execute(&mut **tx)
     .await?;
     sqlx::query(
@@ -580,9 +594,7 @@ pub async fn record_outcome(
     disable_after: Duration,
 ) -> Result<Outcome> {
     let mut tx = pool.begin().await?;
-    for attempt in attempts {
-        insert_attempt(&mut tx, id, attempt).await?;
-    }
+    insert_attempts(&mut tx, id, attempts).await?;
     let seconds = i64::try_from(disable_after.as_secs()).unwrap_or(i64::MAX);
     let disabled: Option<(String, String, Option<OffsetDateTime>)> = if delivered {
         sqlx::query("UPDATE outbox_webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL")
