@@ -101,9 +101,15 @@ impl Console {
         if asset.path == WATCH_EVENTS_PATH {
             // A module script from another origin is fetched with CORS; it holds no secret.
             headers.insert(HeaderName::from_static("access-control-allow-origin"), HeaderValue::from_static("*"));
-            headers.insert(HeaderName::from_static("cross-origin-resource-policy"), HeaderValue::from_static("cross-origin"));
+            headers.insert(
+                HeaderName::from_static("cross-origin-resource-policy"),
+                HeaderValue::from_static("cross-origin"),
+            );
         } else {
-            headers.insert(HeaderName::from_static("cross-origin-resource-policy"), HeaderValue::from_static("same-origin"));
+            headers.insert(
+                HeaderName::from_static("cross-origin-resource-policy"),
+                HeaderValue::from_static("same-origin"),
+            );
         }
         secured(response)
     }
