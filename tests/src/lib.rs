@@ -3,6 +3,8 @@
 //! also read a Server-Sent-Events stream frame by frame, and the addresses of the real
 //! brokers the sink tests need.
 
+pub mod browser;
+
 pub mod wait {
     //! Waiting for a condition with a deadline, never for a fixed time.
 

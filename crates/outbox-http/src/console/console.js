@@ -263,6 +263,7 @@ const live = {
     this.stop();
     const types = patterns($('live-types').value);
     const url = withQuery('/watch');
+    setBadge('connecting', 'connecting');
     const watcher = watchEvents({
       url,
       types: types.length ? types : undefined,
@@ -349,7 +350,8 @@ const live = {
     list.prepend(rows);
     while (list.childElementCount > LIVE_LIMIT) list.lastElementChild.remove();
     this.shown = list.childElementCount;
-    $('live-count').textContent = `Showing the newest ${count(this.shown, 'event', 'events')} (at most ${LIVE_LIMIT.toLocaleString('en')}).`;
+    const received = count(this.received, 'event', 'events');
+    $('live-count').textContent = `${received} received; showing the newest ${this.shown.toLocaleString('en')} (at most ${LIVE_LIMIT.toLocaleString('en')}).`;
   },
 
   togglePause() {
