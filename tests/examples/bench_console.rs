@@ -39,7 +39,13 @@ async fn main() {
     let addr: SocketAddr = url.trim_start_matches("http://").parse().expect("OUTBOX_URL is http://<ip>:<port>");
     let browser = Browser::start().await;
     browser.client.goto(&format!("{url}/#token={token}")).await.expect("opening the console");
-    browser.until("the badge to say live", Duration::from_secs(30), "return document.getElementById('badge').textContent === 'live';").await;
+    browser
+        .until(
+            "the badge to say live",
+            Duration::from_secs(30),
+            "return document.getElementById('badge').textContent === 'live';",
+        )
+        .await;
 
     browser.run(OBSERVE).await;
     tokio::time::sleep(Duration::from_secs(SECONDS)).await;

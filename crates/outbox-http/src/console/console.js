@@ -170,6 +170,7 @@ function signOut(message) {
   session.admin = false;
   session.viewing = '';
   live.stop();
+  live.reset();
   stopRefreshing();
   for (const view of VIEWS) $(`${view}-view`).hidden = true;
   $('views').hidden = true;
@@ -268,7 +269,9 @@ const live = {
       url,
       types: types.length ? types : undefined,
       headers: () => ({ authorization: `Bearer ${session.token}` }),
-      onEvent: (event) => this.receive(event),
+      onEvent: (event) => {
+        if (this.watcher === watcher) this.receive(event);
+      },
       onStatus: (status, detail) => {
         if (this.watcher === watcher) this.status(status, detail);
       },
@@ -286,6 +289,12 @@ const live = {
 
   /** Clears the list and follows again from now (a new filter or tenant). */
   restart() {
+    this.reset();
+    this.start();
+  },
+
+  /** Forgets every event shown or kept. */
+  reset() {
     clear($('live-list'));
     this.pending = [];
     this.queue = [];
@@ -294,7 +303,9 @@ const live = {
     this.received = 0;
     $('live-new').textContent = '';
     $('live-count').textContent = 'No events yet.';
-    this.start();
+    $('live-detail-json').textContent = 'Select an event to see all of it.';
+    this.paused = false;
+    $('live-pause').textContent = 'Pause';
   },
 
   status(status, detail) {
@@ -477,8 +488,10 @@ const sinksView = {
   },
 
   row(sink) {
-    const state = sink.backingOffUntil ? `${sink.state} until ${when(sink.backingOffUntil)}` : sink.state;
-    const stateClass = sink.state === 'backing_off' || sink.lastError ? 'state-warn' : 'state-good';
+    const words = { idle: 'idle (caught up)', delivering: 'delivering', backingOff: 'backing off', notRunning: 'not running (no process holds its lease)' };
+    const named = words[sink.state] || sink.state;
+    const state = sink.backingOffUntil ? `${named} until ${when(sink.backingOffUntil)}` : named;
+    const stateClass = { idle: 'state-good', delivering: 'state-good', backingOff: 'state-warn' }[sink.state] || 'state-bad';
     const error = sink.lastError ? `${sink.lastError} (${when(sink.lastErrorAt)})` : 'none';
     const letters = el(
       'button',
@@ -740,7 +753,7 @@ const deadLetters = {
     if (session.admin) {
       try {
         const sinks = await api('GET', '/sinks');
-        for (const sink of sinks.items) choices.push([`sink:${sink.id}`, `sink ${sink.id} (${count(sink.deadLetters, 'pending', 'pending')})`]);
+        for (const sink of sinks.items) choices.push([`sink:${sink.id}`, `sink ${sink.id}`]);
       } catch (failure) {
         announce(`Could not read the sinks: ${failureText(failure)}`);
       }

@@ -116,6 +116,7 @@ class Watcher {
       const { value, done } = await reader.read();
       if (done) return { failed: false };
       for (const frame of parser.push(value)) {
+        if (this.closed) return { failed: false };
         const outcome = this.handle(frame);
         if (outcome) {
           reader.cancel().catch(() => {});
