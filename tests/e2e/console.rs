@@ -223,7 +223,9 @@ async fn the_live_list_continues_across_a_restart_with_no_gap_and_no_duplicate()
     let (server, addr) = serve(&setup.db, &setup.config, &setup.seal_key, &setup.addr.to_string());
     assert_eq!(addr, setup.addr);
     setup.server = server;
-    live(&browser).await;
+    // The page's next try comes after a backoff that doubled while the server was away.
+    let script = "return document.getElementById('badge').textContent === 'live';";
+    browser.until("the badge to say live again", Duration::from_secs(60), script).await;
     let after: Vec<NewEvent> = (1..=5).map(|n| event("node.joined", &format!("node/after-{n}"), json!({}))).collect();
     setup.publish(&after).await;
     until_listed(&browser, "node/after-5").await;

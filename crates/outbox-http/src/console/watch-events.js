@@ -63,9 +63,13 @@ class Watcher {
     this.report('closed');
   }
 
+  /** Starts after the caller has the watcher: no callback runs before watchEvents returns. */
   start() {
-    this.report('connecting');
-    this.connect();
+    queueMicrotask(() => {
+      if (this.closed) return;
+      this.report('connecting');
+      this.connect();
+    });
   }
 
   report(status, detail) {
