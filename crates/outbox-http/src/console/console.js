@@ -554,7 +554,7 @@ const webhooksView = {
 
   row(hook) {
     const state = webhookState(hook);
-    const gap = hook.gap ? ' Retention deleted events after its position: they are gone for it.' : '';
+    const gap = hook.gap ? '; retention deleted events after its position: they are gone for it' : '';
     const describe = el(
       'th',
       { scope: 'row' },
@@ -568,7 +568,7 @@ const webhooksView = {
       'tr',
       { 'data-webhook': hook.id },
       describe,
-      cell(`${state.text}.${gap}`, state.className),
+      cell(`${state.text}${gap}`, state.className),
       cell(hook.position, 'mono'),
       cell(hook.lag >= 10000 ? 'at least 10,000' : hook.lag.toLocaleString('en')),
       cell(lastAttemptText(hook.lastAttempt)),
