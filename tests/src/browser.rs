@@ -175,11 +175,19 @@ impl Browser {
         }
     }
 
-    /// Waits until the element `id`'s text contains `wanted`.
+    /// Waits until the element `id`'s text contains `wanted`; the failure says what it held.
     pub async fn until_text(&self, id: &str, wanted: &str, within: Duration) {
         let script =
             format!("const e = document.getElementById({id:?}); return !!e && e.textContent.includes({wanted:?});");
-        self.until(&format!("#{id} to say {wanted:?}"), within, &script).await;
+        let deadline = Instant::now() + within;
+        while self.run(&script).await != Value::Bool(true) {
+            if Instant::now() > deadline {
+                let held = self.text(id).await;
+                let status = self.text("status").await;
+                panic!("timed out after {within:?} waiting for #{id} to say {wanted:?}: it says {held:?} (status {status:?})");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// A PNG of the page as it is now.
