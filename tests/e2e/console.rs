@@ -169,7 +169,7 @@ async fn signing_in_watching_live_pausing_filtering_and_hostile_data() {
     browser.until_text("live-new", "3 new", SOON).await;
     assert!(!live_subjects(&browser).await.iter().any(|s| s.starts_with("node/paused-")), "shown while paused");
     assert_eq!(browser.text("live-pause").await, "Resume");
-    browser.click("#live-pause").await;
+    browser.press_enter("#live-pause").await; // the keyboard works as the mouse does
     until_listed(&browser, "node/paused-3").await;
     let subjects = live_subjects(&browser).await;
     assert_eq!(subjects[..3], ["node/paused-3", "node/paused-2", "node/paused-1"], "newest first: {subjects:?}");
@@ -186,6 +186,19 @@ async fn signing_in_watching_live_pausing_filtering_and_hostile_data() {
     setup.publish(&mixed).await;
     until_listed(&browser, "reservation/kept").await;
     assert_eq!(live_subjects(&browser).await, ["reservation/kept"], "the list restarts with the filter");
+
+    // An administrator switches to another tenant's stream.
+    browser.fill("#live-types", "*").await;
+    browser.fill("#tenant-input", "globex").await;
+    browser.click("#tenant-form button[type=submit]").await;
+    live(&browser).await;
+    let other = [
+        event("node.joined", "node/acme-only", json!({})),
+        NewEvent::new("node.joined", "globex", "node/globex-1", json!({})),
+    ];
+    setup.publish(&other).await;
+    until_listed(&browser, "node/globex-1").await;
+    assert_eq!(live_subjects(&browser).await, ["node/globex-1"], "only the chosen tenant's events");
     no_console_errors(&browser, |_| false).await;
 
     // Signing out forgets the token; a refused token says so; a pasted one signs in.

@@ -152,6 +152,13 @@ impl Browser {
         element.click().await.unwrap_or_else(|e| panic!("clicking {css}: {e}"));
     }
 
+    /// Focuses the element `css` selects and presses Enter on it.
+    pub async fn press_enter(&self, css: &str) {
+        let element = self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("finding {css}: {e}"));
+        let enter = fantoccini::key::Key::Enter.to_string();
+        element.send_keys(&enter).await.unwrap_or_else(|e| panic!("pressing Enter on {css}: {e}"));
+    }
+
     /// Replaces the value of the input `css` selects with `text`, typed.
     pub async fn fill(&self, css: &str, text: &str) {
         let element = self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("finding {css}: {e}"));

@@ -92,35 +92,37 @@ impl Console {
         if method != Method::GET && method != Method::HEAD {
             return secured(ApiError::method_not_allowed("GET, HEAD").into_response());
         }
-        let body = if method == Method::HEAD { Bytes::new() } else { Bytes::from_static(asset.text.as_bytes()) };
+        secured(asset.response(method == Method::HEAD))
+    }
+}
+
+impl Asset {
+    /// The file as an answer (no body for `HEAD`), cached only after revalidation.
+    fn response(&self, head: bool) -> Response<Body> {
+        let body = if head { Bytes::new() } else { Bytes::from_static(self.text.as_bytes()) };
         let mut response = Response::new(full(body));
         *response.status_mut() = StatusCode::OK;
         let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(self.content_type));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        if asset.path == WATCH_EVENTS_PATH {
+        if self.path == WATCH_EVENTS_PATH {
             // A module script from another origin is fetched with CORS; it holds no secret.
-            headers.insert(HeaderName::from_static("access-control-allow-origin"), HeaderValue::from_static("*"));
-            headers.insert(
-                HeaderName::from_static("cross-origin-resource-policy"),
-                HeaderValue::from_static("cross-origin"),
-            );
+            set(headers, "access-control-allow-origin", "*");
+            set(headers, "cross-origin-resource-policy", "cross-origin");
         } else {
-            headers.insert(
-                HeaderName::from_static("cross-origin-resource-policy"),
-                HeaderValue::from_static("same-origin"),
-            );
+            set(headers, "cross-origin-resource-policy", "same-origin");
         }
-        secured(response)
+        response
     }
+}
+
+fn set(headers: &mut http::HeaderMap, name: &'static str, value: &'static str) {
+    headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
 }
 
 /// `response` with the console's security headers.
 fn secured(mut response: Response<Body>) -> Response<Body> {
     let headers = response.headers_mut();
-    let set = |headers: &mut http::HeaderMap, name: &'static str, value: &'static str| {
-        headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
-    };
     set(headers, "content-security-policy", CONTENT_SECURITY_POLICY);
     set(headers, "x-content-type-options", "nosniff");
     set(headers, "referrer-policy", "no-referrer");
