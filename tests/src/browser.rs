@@ -191,7 +191,9 @@ impl Browser {
             if Instant::now() > deadline {
                 let held = self.text(id).await;
                 let status = self.text("status").await;
-                panic!("timed out after {within:?} waiting for #{id} to say {wanted:?}: it says {held:?} (status {status:?})");
+                panic!(
+                    "timed out after {within:?} waiting for #{id} to say {wanted:?}: it says {held:?} (status {status:?})"
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
