@@ -176,6 +176,7 @@ function signOut(message) {
   $('views').hidden = true;
   $('sign-out').hidden = true;
   $('tenant-form').hidden = true;
+  $('tenant-input').value = '';
   $('identity').textContent = '';
   setBadge('offline', 'offline');
   $('sign-in-view').hidden = false;
