@@ -16,6 +16,7 @@ struct Dev {
     url: String,
     addr: SocketAddr,
     token: String,
+    console: String,
 }
 
 /// Starts `outbox dev --listen 127.0.0.1:0 --data-dir dir extra…` without DATABASE_URL.
@@ -29,7 +30,8 @@ fn start_dev(dir: &Path, extra: &[&str]) -> Dev {
     let addr = serving.trim().parse().expect("a printed address");
     let token_line = process.line_after("outbox dev: admin token", Duration::from_secs(5));
     let token = token_line.rsplit(' ').next().unwrap().to_owned();
-    Dev { process, url, addr, token }
+    let console = process.line_after("outbox dev: console ", Duration::from_secs(5));
+    Dev { process, url, addr, token, console }
 }
 
 fn port_of(url: &str) -> u16 {
@@ -67,6 +69,11 @@ async fn dev_runs_a_migrated_database_serves_it_and_stops_it_on_ctrl_c() {
     assert_eq!(applied(&dev.url).await, server_migration_count());
     assert_eq!(get(dev.addr, "/readyz", None).await.status, 200);
     assert_eq!(get(dev.addr, "/events", Some(&dev.token)).await.status, 200, "the printed admin token works");
+    // The printed console address serves the console; the token rides in the fragment.
+    assert_eq!(dev.console, format!("http://{}/#token={}", dev.addr, dev.token));
+    let page = get(dev.addr, "/", None).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<title>Outbox console</title>"), "{}", page.body);
     let first_token = dev.token.clone();
 
     let status = dev.process.signal_and_wait("INT", Duration::from_secs(30));

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `outbox` binary against a real PostgreSQL.
 
 mod config;
+mod console;
 mod dev;
 mod doctor;
 mod events;

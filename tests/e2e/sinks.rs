@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use crate::support::{Process, SECRET, issue_token, run, text};
 
 /// Publishes `events` in one transaction and returns them as the outbox reads them.
-async fn publish(db: &TestDb, events: &[NewEvent]) -> Vec<Event> {
+pub(crate) async fn publish(db: &TestDb, events: &[NewEvent]) -> Vec<Event> {
     let mut tx = db.pool.begin().await.unwrap();
     outbox_pg::publish_many(&mut *tx, events).await.unwrap();
     tx.commit().await.unwrap();
@@ -62,16 +62,16 @@ fn ulid_like() -> String {
 }
 
 /// A configuration file with `sinks` (TOML tables), removed on drop.
-struct ConfigFile(PathBuf);
+pub(crate) struct ConfigFile(PathBuf);
 
 impl ConfigFile {
-    fn new(sinks: &str) -> ConfigFile {
+    pub(crate) fn new(sinks: &str) -> ConfigFile {
         let path = std::env::temp_dir().join(format!("outbox-e2e-sinks-{}.toml", ulid_like()));
         std::fs::write(&path, sinks).unwrap();
         ConfigFile(path)
     }
 
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.0.to_str().unwrap()
     }
 }
@@ -221,14 +221,14 @@ async fn redis_holds_every_event_once_with_ids_equal_to_positions_across_a_sigki
 
 /// A webhook receiver on loopback: answers 400 to events whose data has `"poison": true` while
 /// `refusing`, 200 to everything else, and keeps what it accepted.
-struct Receiver {
-    addr: SocketAddr,
-    accepted: Arc<parking_lot::Mutex<Vec<Event>>>,
-    refusing: Arc<AtomicBool>,
+pub(crate) struct Receiver {
+    pub(crate) addr: SocketAddr,
+    pub(crate) accepted: Arc<parking_lot::Mutex<Vec<Event>>>,
+    pub(crate) refusing: Arc<AtomicBool>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(parking_lot::Mutex::new(Vec::new()));

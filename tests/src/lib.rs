@@ -1,7 +1,10 @@
 //! End-to-end tests of the `outbox` binary live in `e2e/`; this library holds what they and
 //! the crates' own integration tests share: a small HTTP/1 client over loopback that can
-//! also read a Server-Sent-Events stream frame by frame, and the addresses of the real
-//! brokers the sink tests need.
+//! also read a Server-Sent-Events stream frame by frame, the addresses of the real
+//! brokers the sink tests need, and a real headless Chromium over WebDriver ([`browser`])
+//! for the console's tests and its benchmark.
+
+pub mod browser;
 
 pub mod wait {
     //! Waiting for a condition with a deadline, never for a fixed time.

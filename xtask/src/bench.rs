@@ -1,5 +1,6 @@
 //! `cargo xtask bench <which>`: throughput measured side by side in one run, printed as ratios.
-//! `publish` is here; `http`, `sinks`, `retention` and `fanout` have modules of their own.
+//! `publish` is here; `http`, `sinks`, `retention`, `fanout`, `webhooks` and `console` have
+//! modules of their own.
 //! Every benchmark reaches PostgreSQL over TCP to 127.0.0.1, as users do, and prints the
 //! Unix socket's figures beside where it says so; `--socket` measures through the socket alone.
 //!
@@ -54,6 +55,8 @@ pub(crate) enum Which {
     Fanout,
     /// Webhook subscriptions: idle cost at 1 and 1,000, fan-out latency, one subscription's rate.
     Webhooks,
+    /// The console in headless Chromium: its longest long task at 1,000 events/s against idle.
+    Console,
     /// The server process `bench fanout` starts (not for direct use).
     #[command(hide = true)]
     FanoutServer {
@@ -80,6 +83,7 @@ pub(crate) fn run(which: Which, transports: Transports) -> anyhow::Result<()> {
         Which::Retention { rows } => return crate::bench_retention::run(rows, transports),
         Which::Fanout => return crate::bench_fanout::run(transports),
         Which::Webhooks => return crate::bench_webhooks::run(transports),
+        Which::Console => return crate::bench_console::run(),
         Which::FanoutServer { server_url, database, mode } => {
             return crate::bench_fanout::serve(&server_url, &database, crate::bench_fanout::Mode::parse(&mode)?);
         }

@@ -5,11 +5,13 @@
 //! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the tests.
 //! - `bench publish | http | sinks | fanout`: measurements side by side, as ratios (`fanout`:
 //!   live streams on the shared tail against per-stream polling).
+//! - `bench console`: the console in headless Chromium at 1,000 events/s, its longest long task.
 //! - `bench retention`: publish and read latency without and during a retention pass.
 //! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
 //! - `codegen [--check]`: regenerate the protobuf Rust code from `proto/` (with protox, no protoc).
 
 mod bench;
+mod bench_console;
 mod bench_fanout;
 mod bench_http;
 mod bench_ingest;

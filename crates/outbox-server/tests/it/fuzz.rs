@@ -16,6 +16,8 @@ use crate::support::{TestServer, config, database, token};
 /// parameters more often).
 const PATHS: &[&str] = &[
     "/",
+    "/console/console.js",
+    "/console/watch-events.js",
     "/events",
     "/events",
     "/events",

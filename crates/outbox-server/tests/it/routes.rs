@@ -56,12 +56,30 @@ async fn readyz_is_unavailable_when_the_database_is_gone() {
 async fn unknown_paths_are_json_404() {
     let db = database().await;
     let server = TestServer::start(&db, config()).await;
-    for path in ["/", "/nope", "/events/x", "/admin/streams"] {
+    for path in ["/nope", "/events/x", "/admin/streams", "/console/nope.js"] {
         let reply = get(server.addr, path, None).await;
         assert_eq!((reply.status, reply.error_code().as_str()), (404, "NOT_FOUND"), "{path}: {}", reply.body);
     }
     let reply = request("GET", server.addr, "/admin/streams/close", None, "").await;
     assert_eq!((reply.status, reply.headers["allow"].to_str().unwrap()), (405, "POST"));
+}
+
+#[tokio::test]
+async fn the_console_is_served_at_the_root_with_a_strict_policy() {
+    let db = database().await;
+    let server = TestServer::start(&db, config()).await;
+    let page = get(server.addr, "/", None).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(page.headers["content-security-policy"], outbox_http::console::CONTENT_SECURITY_POLICY);
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    assert_eq!(page.headers["referrer-policy"], "no-referrer");
+    assert_eq!(page.headers["x-frame-options"], "DENY");
+    for path in ["/console/console.js", "/console/watch-events.js", "/console/console.css", "/console/icon.svg"] {
+        assert_eq!(get(server.addr, path, None).await.status, 200, "{path}");
+    }
+    let reply = request("POST", server.addr, "/", None, "").await;
+    assert_eq!((reply.status, reply.headers["allow"].to_str().unwrap()), (405, "GET, HEAD"));
 }
 
 #[tokio::test]
@@ -74,6 +92,7 @@ async fn a_process_without_the_http_role_serves_only_health() {
     assert_eq!(get(server.addr, "/healthz", None).await.status, 200);
     assert_eq!(get(server.addr, "/readyz", None).await.status, 200);
     assert_eq!(get(server.addr, "/events", Some(&admin)).await.status, 404);
+    assert_eq!(get(server.addr, "/", None).await.status, 404, "the console comes with the http role");
     assert_eq!(post(server.addr, "/admin/streams/close", Some(&admin), &serde_json::json!({})).await.status, 404);
 }
 
