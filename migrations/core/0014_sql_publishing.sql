@@ -19,6 +19,7 @@ DECLARE
 BEGIN
     FOREACH c IN ARRAY regexp_split_to_array(left(value, 64), '') LOOP
         shown := shown || CASE
+            WHEN c = '' THEN ''
             WHEN c = '"' THEN '\"'
             WHEN c = '\' THEN '\\'
             WHEN c = E'\t' THEN '\t'
