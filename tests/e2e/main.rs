@@ -8,6 +8,7 @@ mod events;
 mod migrate;
 mod serve;
 mod sinks;
+mod sql_examples;
 mod support;
 mod token;
 mod webhooks;

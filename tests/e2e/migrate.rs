@@ -31,6 +31,7 @@ async fn migrate_applies_then_reports_current_and_dry_run_lists_nothing() {
             "core/0010_sink_health",
             "core/0011_clock_cached",
             "core/0012_webhooks",
+            "core/0014_sql_publishing",
             "server/0001_revocations"
         ]
     );

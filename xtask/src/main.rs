@@ -24,6 +24,7 @@ mod explain;
 mod migrate;
 mod outbox_process;
 mod services;
+mod sql_examples;
 
 use clap::{Parser, Subcommand};
 

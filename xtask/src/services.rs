@@ -133,6 +133,7 @@ pub(crate) fn run_tests(args: &[String]) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
+    crate::sql_examples::prepare()?;
     // Everything is built once, the `outbox` binary the end-to-end tests run included (it is
     // a target of outbox-server's tests), and named to them, so that they do not build it again.
     let cargo_args = args.iter().take_while(|arg| *arg != "--");

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`publish()`], [`publish_many()`] | write events into the caller's own transaction (SPEC §3.1) |
 //! | [`Publisher`] | the same with other limits, or refusing types outside a catalog |
+//! | [`ordered()`], [`lock_subjects`] | a transaction whose events of its subjects are read in commit order (SPEC §3.7) |
 //! | [`Migrator`], [`Migration`] | the schema: owner `core`'s migrations, and the application's own beside them ([`migrate`]) |
 //! | [`pool::options`] | the pool settings every Outbox process uses |
 //! | [`read_page`], [`ReadRequest`], [`ReadPage`] | the xmin read: one page of committed events after a position (SPEC §4) |
@@ -40,6 +41,7 @@ pub mod embedded;
 mod error;
 pub mod internal;
 pub mod migrate;
+mod ordered;
 pub mod pool;
 mod publish;
 mod read;
@@ -50,6 +52,7 @@ mod xid8;
 
 pub use error::{Error, Result};
 pub use migrate::{Migration, Migrator};
+pub use ordered::{lock_subjects, ordered, subject_key};
 pub use publish::{Publisher, publish, publish_many};
 pub use read::{MAX_LIMIT, ReadPage, ReadRequest, read_page};
 pub use tail::{Tail, TailOptions};

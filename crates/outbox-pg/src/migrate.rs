@@ -75,6 +75,7 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0010_sink_health", include_str!("../../../migrations/core/0010_sink_health.sql")),
         Migration::new("core/0011_clock_cached", include_str!("../../../migrations/core/0011_clock_cached.sql")),
         Migration::new("core/0012_webhooks", include_str!("../../../migrations/core/0012_webhooks.sql")),
+        Migration::new("core/0014_sql_publishing", include_str!("../../../migrations/core/0014_sql_publishing.sql")),
     ]
 }
 

@@ -40,3 +40,16 @@ pub(crate) async fn read_until(pool: &PgPool, mut request: ReadRequest, want: us
 pub(crate) fn positions(events: &[Event]) -> Vec<Position> {
     events.iter().map(|e| e.sequence).collect()
 }
+
+/// Waits until `condition` holds, checking every 20 ms; fails after 20 s naming `what`.
+pub(crate) async fn wait_until<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,69 @@
+//! Ordered transactions: one subject's events in commit order (SPEC §3.7).
+//!
+//! Positions are `(txid, seq)`, and a transaction id is the order in which transactions
+//! started writing, not the order in which they committed. A transaction that wrote
+//! something first (holding an older id) and then publishes an event of subject X after a
+//! younger transaction published one of X and committed is read *before* it: the two events
+//! of X come out in the opposite order of their commits. The xmin rule keeps positions
+//! stable; it does not reorder them.
+//!
+//! An ordered transaction begins by locking its subjects, `SELECT
+//! outbox_lock_subjects($1)` (migration `core/0014_sql_publishing`): a transaction-scoped
+//! advisory lock on each, keyed by [`subject_key`], taken in ascending key order so that two
+//! writers never wait on each other in a cycle. A second writer of a subject waits until
+//! the first has committed or rolled back, and only then takes its transaction id, so
+//! their events of that subject are read in commit order. The call is refused with
+//! `INVALID_INPUT` when the transaction already holds a transaction id: its events could
+//! then still be read before those of a writer that committed first.
+//!
+//! What it costs: writers of one subject run one after the other, each holding its locks
+//! until it ends; writers of other subjects are not slowed. Plain [`crate::publish`] is
+//! right when the subject's events come from one writer at a time anyway, or when their
+//! consumers order by something of their own (a version in `data`).
+
+use sha2::{Digest, Sha256};
+use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
+
+use crate::{Error, Result};
+
+/// Begins a transaction on `pool` that holds the locks of `subjects`: publish their events
+/// in it and commit; their events are read in commit order among ordered writers.
+///
+/// # Errors
+/// [`Error::InvalidRequest`] (`INVALID_INPUT`) for a subject that breaks the subject rule
+/// (SPEC §3.2); [`Error::Database`] when the database fails.
+pub async fn ordered<S: AsRef<str>>(pool: &PgPool, subjects: &[S]) -> Result<Transaction<'static, Postgres>> {
+    let mut tx = pool.begin().await?;
+    lock_subjects(&mut *tx, subjects).await?;
+    Ok(tx)
+}
+
+/// Locks `subjects` in the caller's transaction, which must not have written anything
+/// yet (its first statement, or after reads only).
+///
+/// # Errors
+/// [`Error::InvalidRequest`] (`INVALID_INPUT`) when the transaction already holds a
+/// transaction id, or a subject breaks the subject rule; [`Error::Database`] otherwise.
+pub async fn lock_subjects<'e, S: AsRef<str>>(executor: impl PgExecutor<'e>, subjects: &[S]) -> Result<()> {
+    let subjects: Vec<&str> = subjects.iter().map(AsRef::as_ref).collect();
+    sqlx::query("SELECT outbox_lock_subjects($1)").bind(&subjects).execute(executor).await.map_err(refusal)?;
+    Ok(())
+}
+
+/// The advisory lock key of `subject`: the first 8 bytes of SHA-256 of
+/// `outbox:subject:<subject>`, big-endian, as a signed 64-bit integer. Another program
+/// that takes `pg_advisory_xact_lock` of this key serializes with ordered writers.
+pub fn subject_key(subject: &str) -> i64 {
+    let digest = Sha256::digest(format!("outbox:subject:{subject}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
+/// The database's refusal (SQLSTATE 22023) as `INVALID_INPUT`, anything else as it is.
+fn refusal(error: sqlx::Error) -> Error {
+    match error.as_database_error() {
+        Some(db) if db.code().as_deref() == Some("22023") => Error::InvalidRequest(db.message().to_owned()),
+        _ => Error::Database(error),
+    }
+}
