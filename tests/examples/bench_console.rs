@@ -105,7 +105,7 @@ fn longest(tasks: &[f64]) -> f64 {
 }
 
 fn describe(tasks: &[f64]) -> String {
-    let total: f64 = tasks.iter().sum();
+    let total = tasks.iter().sum::<f64>() + 0.0; // an empty sum is -0.0
     format!("{} long tasks, longest {:.0} ms, {:.0} ms in all", tasks.len(), longest(tasks), total)
 }
 

@@ -146,10 +146,19 @@ impl Browser {
         self.run(&script).await.as_str().unwrap_or_default().to_owned()
     }
 
-    /// Clicks the element `css` selects.
+    /// Clicks the element `css` selects. A table the page re-renders (its refresh every few
+    /// seconds) can replace the element between finding and clicking it: then it is found
+    /// again.
     pub async fn click(&self, css: &str) {
-        let element = self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("finding {css}: {e}"));
-        element.click().await.unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let element = self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("finding {css}: {e}"));
+            match element.click().await {
+                Ok(()) => return,
+                Err(e) if e.to_string().contains("stale element") && Instant::now() < deadline => continue,
+                Err(e) => panic!("clicking {css}: {e}"),
+            }
+        }
     }
 
     /// Focuses the element `css` selects and presses Enter on it.
