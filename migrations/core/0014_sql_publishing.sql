@@ -118,6 +118,16 @@ AS $$
     FROM walk
 $$;
 
+-- Whether `subject` is `<kind>/<id>` by SPEC §3.2: kind ^[a-z][a-z0-9-]{0,63}$ (at most 64
+-- characters, so the first '/' is at most the 65th), id ^[A-Za-z0-9._:@-]{1,256}$.
+CREATE FUNCTION outbox_subject_valid(subject text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT subject ~ '^[a-z][a-z0-9-]*/[A-Za-z0-9._:@-]+$'
+        AND position('/' IN subject) <= 65
+        AND length(subject) - position('/' IN subject) <= 256
+$$;
+
 -- Checks event `index` against SPEC §3.2, raising the refusal of its first broken rule.
 -- Each field is given as JSON (`NULL` when missing), as outbox_publish_many reads them.
 CREATE FUNCTION outbox_check_event(index integer, type jsonb, tenant_id jsonb, subject jsonb, data jsonb)
@@ -125,9 +135,6 @@ RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-    text_of jsonb;
-    kind text;
-    id text;
     max_depth integer := outbox_limit('max_data_depth', 32);
     max_bytes integer := outbox_limit('max_data_bytes', 65536);
     serialized text;
@@ -146,13 +153,7 @@ BEGIN
         PERFORM outbox_refuse(index, 'tenantId',
             'must match ^[A-Za-z0-9._:-]{1,128}$ (got ' || outbox_shown(tenant_id) || ')');
     END IF;
-    kind := split_part(subject #>> '{}', '/', 1);
-    id := substr(subject #>> '{}', length(kind) + 2);
-    IF jsonb_typeof(subject) IS DISTINCT FROM 'string'
-       OR position('/' IN subject #>> '{}') = 0
-       OR kind !~ '^[a-z][a-z0-9-]{0,63}$'
-       OR length(id) > 256
-       OR id !~ '^[A-Za-z0-9._:@-]+$' THEN
+    IF jsonb_typeof(subject) IS DISTINCT FROM 'string' OR NOT outbox_subject_valid(subject #>> '{}') THEN
         PERFORM outbox_refuse(index, 'subject',
             'must be <kind>/<id> with kind ^[a-z][a-z0-9-]{0,63}$ and id ^[A-Za-z0-9._:@-]{1,256}$ (got '
             || outbox_shown(subject) || ')');
@@ -182,21 +183,6 @@ $$;
 
 -- Crockford's base-32 digits of the low 50 bits of `value` (10 digits) and of the low 40
 -- bits (8 digits), most significant first: one expression each, so the planner inlines them.
-CREATE FUNCTION outbox_base32_10(value bigint) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$
-    SELECT substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 45) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 40) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 35) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 30) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 25) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 20) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 15) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 10) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 5) & 31)::integer + 1, 1)
-        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 0) & 31)::integer + 1, 1)
-$$;
-
 CREATE FUNCTION outbox_base32_8(value bigint) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
@@ -208,6 +194,14 @@ AS $$
         || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 10) & 31)::integer + 1, 1)
         || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 5) & 31)::integer + 1, 1)
         || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 0) & 31)::integer + 1, 1)
+$$;
+
+CREATE FUNCTION outbox_base32_10(value bigint) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 45) & 31)::integer + 1, 1)
+        || substr('0123456789abcdefghjkmnpqrstvwxyz', ((value >> 40) & 31)::integer + 1, 1)
+        || outbox_base32_8(value)
 $$;
 
 -- The id of the `k`-th event (from 0) written with one ULID draw: `evt_` + a lowercase
@@ -246,9 +240,7 @@ AS $$
         AND (event ->> 'tenantId') ~ '^[A-Za-z0-9._:-]+$'
         AND length(event ->> 'tenantId') <= 128
         AND jsonb_typeof(event -> 'subject') = 'string'
-        AND (event ->> 'subject') ~ '^[a-z][a-z0-9-]*/[A-Za-z0-9._:@-]+$'
-        AND position('/' IN event ->> 'subject') <= 65
-        AND length(event ->> 'subject') - position('/' IN event ->> 'subject') <= 256
+        AND outbox_subject_valid(event ->> 'subject')
         AND jsonb_typeof(event -> 'data') = 'object'
         AND (length(event ->> 'data') - length(translate(event ->> 'data', '{[', '')) <= max_depth
              OR outbox_json_depth(event -> 'data') <= max_depth)
@@ -356,11 +348,7 @@ BEGIN
             HINT = 'call outbox_lock_subjects first in the transaction';
     END IF;
     FOREACH subject IN ARRAY COALESCE(subjects, '{}') LOOP
-        IF subject IS NULL
-           OR position('/' IN subject) = 0
-           OR split_part(subject, '/', 1) !~ '^[a-z][a-z0-9-]{0,63}$'
-           OR length(substr(subject, position('/' IN subject) + 1)) > 256
-           OR substr(subject, position('/' IN subject) + 1) !~ '^[A-Za-z0-9._:@-]+$' THEN
+        IF NOT COALESCE(outbox_subject_valid(subject), false) THEN
             PERFORM outbox_refuse(NULL, 'subjects[' || i || ']',
                 'must be <kind>/<id> with kind ^[a-z][a-z0-9-]{0,63}$ and id ^[A-Za-z0-9._:@-]{1,256}$ (got '
                 || CASE WHEN subject IS NULL THEN 'null' ELSE outbox_quoted(subject) END || ')');
