@@ -102,6 +102,12 @@ pub mod millis {
         Some(text)
     }
 
+    /// `time` in UTC, cut to whole milliseconds: what the event shape's form keeps of it.
+    pub fn truncate(time: OffsetDateTime) -> OffsetDateTime {
+        let time = time.to_offset(UtcOffset::UTC);
+        time.replace_nanosecond(time.nanosecond() / 1_000_000 * 1_000_000).unwrap_or(time)
+    }
+
     /// Parses any RFC 3339 time.
     pub fn parse(text: &str) -> Result<OffsetDateTime, time::error::Parse> {
         match parse_shape(text.as_bytes()) {

@@ -4,8 +4,9 @@
 //! validated whole before anything is written, then written in ONE statement
 //! (`INSERT … SELECT FROM unnest(…) WITH ORDINALITY`), so `seq` follows input
 //! order. The outbox adds `id` (`evt_` + a lowercase ULID, monotonic within a
-//! batch) and stamps `time` and `created_at` from one reading of `compute_now()`
-//! in that same statement, so both agree.
+//! batch) and stamps `created_at`, the event's `time`, from one reading of
+//! `compute_now()` in that same statement. The payload holds `{id, tenantId,
+//! subject, data}`: the type is `topic`, the time `created_at`.
 
 use outbox_core::{Catalog, Limits, NewEvent, ValidationError};
 use serde::Serialize;
@@ -14,39 +15,16 @@ use sqlx::PgExecutor;
 
 use crate::Result;
 
-/// The database clock, read once per statement: `now` for `created_at`, and `time` in the
-/// event shape (UTC, milliseconds, `Z`).
-macro_rules! clock {
-    () => {
-        "(SELECT now, to_char(now AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS time
-          FROM (SELECT compute_now() AS now) n) clock"
-    };
-}
+/// One event; `$2` is its payload's JSON text. `created_at` is the event's `time`.
+const INSERT_ONE: &str = "INSERT INTO outbox (topic, payload, created_at) VALUES ($1, $2::jsonb, compute_now())";
 
-/// Puts `"time"` first in a payload's JSON text (an object with at least one field) before
-/// it is parsed: one `jsonb` parse per row, as `COPY` does, instead of a parse and a merge.
-macro_rules! stamped {
-    ($payload:literal) => {
-        concat!("('{\"time\":\"' || clock.time || '\",' || substr(", $payload, ", 2))::jsonb")
-    };
-}
-
-/// One event; `$2` is its payload's JSON text without `time`.
-const INSERT_ONE: &str = concat!(
-    "INSERT INTO outbox (topic, payload, created_at) SELECT $1, ",
-    stamped!("$2"),
-    ", clock.now FROM ",
-    clock!()
-);
-
-/// A batch in one statement; `WITH ORDINALITY … ORDER BY ord` draws `seq` in input order.
-const INSERT_MANY: &str = concat!(
-    "INSERT INTO outbox (topic, payload, created_at) SELECT e.topic, ",
-    stamped!("e.payload"),
-    ", clock.now FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(topic, payload, ord) CROSS JOIN ",
-    clock!(),
-    " ORDER BY e.ord"
-);
+/// A batch in one statement, stamped from one reading of the clock; `WITH ORDINALITY … ORDER
+/// BY ord` draws `seq` in input order.
+const INSERT_MANY: &str = "INSERT INTO outbox (topic, payload, created_at)
+    SELECT e.topic, e.payload::jsonb, clock.now
+    FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS e(topic, payload, ord)
+    CROSS JOIN (SELECT compute_now() AS now) clock
+    ORDER BY e.ord";
 
 /// Writes one event into the caller's transaction; returns its id.
 pub async fn publish<'e>(executor: impl PgExecutor<'e>, event: &NewEvent) -> Result<String> {
@@ -125,7 +103,7 @@ impl Publisher {
     }
 }
 
-/// The stored `payload` before `time` is added by the database.
+/// The stored `payload`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StoredPayload<'a> {

@@ -90,6 +90,8 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0011_clock_cached",
             "core/0012_webhooks",
             "core/0014_sql_publishing",
+            "core/0015_position_key",
+            "core/0016_payload_time",
             "app/0001_init",
             "app/0002_more"
         ]
@@ -125,4 +127,69 @@ async fn the_schema_has_every_table_of_the_spec() {
     let index: Option<String> =
         sqlx::query_scalar("SELECT to_regclass('outbox_tenant_cursor')::text").fetch_one(&db.pool).await.unwrap();
     assert!(index.is_some());
+}
+
+/// The write path's migrations on a table that already holds events written the old way
+/// (the payload with its own copy of the time, a primary key on seq): every event reads back
+/// the same, new events follow them, and the table ends with one key on (txid, seq).
+#[tokio::test]
+async fn the_write_path_migrations_keep_the_events_already_written() {
+    let db = TestDb::empty().await;
+    Migrator::through("core/0014_sql_publishing").unwrap().run(&db.pool).await.unwrap();
+    let old: Vec<outbox_core::NewEvent> = (0..300)
+        .map(|n| {
+            outbox_core::NewEvent::new("node.joined", ["acme", "globex"][n % 2], format!("node/n{n}"), serde_json::json!({"n": n}))
+        })
+        .collect();
+    for chunk in old.chunks(100) {
+        sqlx::query("SELECT count(*) FROM outbox_publish_many($1)")
+            .bind(serde_json::to_value(chunk).unwrap())
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    // Every read waits until the xmin rule lets it see `want` events: other tests'
+    // transactions on the same server may hold the horizon back for a moment.
+    let read_all = |tenant: Option<&'static str>, want: usize| {
+        let pool = db.pool.clone();
+        async move {
+            let request = match tenant {
+                Some(tenant) => outbox_pg::ReadRequest::tenant(tenant),
+                None => outbox_pg::ReadRequest::all(),
+            };
+            crate::support::read_until(&pool, request, want).await
+        }
+    };
+    let before = read_all(None, 300).await;
+    let acme_before = read_all(Some("acme"), 150).await;
+    assert_eq!(before.len(), 300);
+    assert_eq!(acme_before.len(), 150);
+
+    let report = Migrator::new().run(&db.pool).await.unwrap();
+    assert!(report.applied.contains(&"core/0015_position_key".to_string()), "{report:?}");
+    assert_eq!(read_all(None, 300).await, before, "every old event reads back the same, time included");
+    assert_eq!(read_all(Some("acme"), 150).await, acme_before);
+
+    outbox_pg::publish(&db.pool, &outbox_core::NewEvent::new("node.left", "acme", "node/n0", serde_json::json!({})))
+        .await
+        .unwrap();
+    let after = read_all(None, 301).await;
+    assert_eq!(after.len(), 301);
+    assert!(after[300].sequence > before[299].sequence);
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE tablename = 'outbox' ORDER BY indexname",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert!(indexes[0].starts_with("outbox_tenant_cursor: "), "{indexes:?}");
+    assert!(indexes[1].ends_with("USING btree (txid, seq)") && indexes[1].contains("UNIQUE"), "{indexes:?}");
+    let primary: String = sqlx::query_scalar(
+        "SELECT conname::text FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND contype = 'p'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(primary, "outbox_txid_seq");
 }
