@@ -161,15 +161,7 @@ fn batch_body(client: usize) -> Bytes {
                 "type": "reservation.active",
                 "tenantId": crate::bench_http::TENANT,
                 "subject": format!("reservation/rsv_{client:02}{n:06}"),
-                "data": {
-                    "state": "active",
-                    "previous": "placed",
-                    "poolId": "pool_01k5y1z2x3w4v5t6s7r8q9p0n1",
-                    "gpus": 8,
-                    "gpuModel": "h100-sxm",
-                    "startsAt": "2026-11-29T10:00:00Z",
-                    "endsAt": "2026-11-30T10:00:00Z",
-                },
+                "data": crate::bench_publish::sample_data(),
             })
         })
         .collect();

@@ -83,8 +83,7 @@ async fn fill(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
             "INSERT INTO outbox (topic, payload)
              SELECT CASE WHEN g % 3 = 0 THEN 'reservation.active' ELSE 'node.joined' END,
                     jsonb_build_object('id', 'evt_' || g, 'tenantId', 'tenant-' || (g % 100),
-                                       'subject', 'node/n' || (g % 1000), 'time', '2026-01-01T00:00:00.000Z',
-                                       'data', jsonb_build_object('n', g))
+                                       'subject', 'node/n' || (g % 1000), 'data', jsonb_build_object('n', g))
              FROM generate_series($1 * $2 + 1, ($1 + 1) * $2) g",
         )
         .bind(batch)

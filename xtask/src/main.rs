@@ -15,6 +15,7 @@ mod bench_console;
 mod bench_fanout;
 mod bench_http;
 mod bench_ingest;
+mod bench_publish;
 mod bench_retention;
 mod bench_sinks;
 mod bench_webhooks;

@@ -267,6 +267,13 @@ impl ScratchDatabase {
     }
 
     pub(crate) async fn create(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {
+        let db = ScratchDatabase::create_unmigrated(server_url, prefix).await?;
+        outbox_pg::Migrator::new().run(&db.pool).await?;
+        Ok(db)
+    }
+
+    /// A database of its own with nothing in it: the caller migrates it.
+    pub(crate) async fn create_unmigrated(server_url: &str, prefix: &str) -> anyhow::Result<ScratchDatabase> {
         use sqlx::Connection;
         let name = format!("{prefix}_{}", std::process::id());
         let mut admin = sqlx::PgConnection::connect(server_url).await?;
@@ -276,7 +283,6 @@ impl ScratchDatabase {
         let mut options: sqlx::postgres::PgConnectOptions = server_url.parse()?;
         options = options.database(&name);
         let pool = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect_with(options).await?;
-        outbox_pg::Migrator::new().run(&pool).await?;
         Ok(ScratchDatabase { pool, admin_url: server_url.to_owned(), name })
     }
 
