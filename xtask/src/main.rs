@@ -9,6 +9,8 @@
 //! - `bench retention`: publish and read latency without and during a retention pass.
 //! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
 //! - `codegen [--check]`: regenerate the protobuf Rust code from `proto/` (with protox, no protoc).
+//! - `torture [--profile ci|long] [--seed N] [--minutes M]`: writers, readers and sinks against
+//!   two real servers under faults, the recorded history checked against the table.
 
 mod bench;
 mod bench_console;
@@ -25,6 +27,7 @@ mod migrate;
 mod outbox_process;
 mod services;
 mod sql_examples;
+mod torture;
 
 use clap::{Parser, Subcommand};
 
@@ -66,6 +69,18 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Writers, readers and sinks against two real servers under seeded faults; the history checked.
+    Torture {
+        /// `ci` (a few minutes) or `long` (half an hour).
+        #[arg(long, value_enum, default_value = "ci")]
+        profile: torture::Profile,
+        /// The seed of the faults and the writers (random when absent; printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// How long faults are injected, in minutes (default: the profile's).
+        #[arg(long)]
+        minutes: Option<f64>,
+    },
     /// Print the plans of the tenant and global reads on a large table; fail on a full sort or scan.
     Explain {
         /// Rows in the table.
@@ -89,6 +104,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench { socket, which } => bench::run(which, services::Transports::new(socket)),
         Command::Explain { rows } => explain::run(rows),
         Command::Codegen { check } => codegen::run(check),
+        Command::Torture { profile, seed, minutes } => torture::run(torture::Options { profile, seed, minutes }),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
