@@ -77,6 +77,7 @@ impl Recorder {
 
 /// A client of the servers, no proxy, bounded waits.
 pub(crate) fn client() -> anyhow::Result<reqwest::Client> {
+    outbox_workers::sinks::install_crypto_provider();
     Ok(reqwest::Client::builder().no_proxy().connect_timeout(Duration::from_secs(2)).build()?)
 }
 
