@@ -5,7 +5,8 @@
 //! (sometimes past the sinks' 30 s lease, so another takes its leases over) and continued;
 //! random backends of the run's database ended with `pg_terminate_backend`; every
 //! connection through the proxy cut (reset); the proxy stalled for a few seconds, or
-//! delaying every chunk for a while.
+//! delaying every chunk for a while; the NATS or the Redis server stopped for up to 25 s
+//! and started again.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -13,18 +14,37 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::brokers::Broker;
 use super::proxy::Proxy;
 use super::services::{Ports, Server};
 
 /// One fault.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fault {
-    Kill { server: usize, down: Duration },
-    Pause { server: usize, stopped: Duration },
-    TerminateBackends { count: u32 },
+    Kill {
+        server: usize,
+        down: Duration,
+    },
+    Pause {
+        server: usize,
+        stopped: Duration,
+    },
+    TerminateBackends {
+        count: u32,
+    },
     Cut,
-    Stall { stalled: Duration },
-    Delay { delay: Duration, lasting: Duration },
+    Stall {
+        stalled: Duration,
+    },
+    Delay {
+        delay: Duration,
+        lasting: Duration,
+    },
+    /// A broker (by its index in the run's brokers) stopped and started again.
+    Broker {
+        broker: usize,
+        down: Duration,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -37,6 +57,10 @@ impl fmt::Display for Fault {
             Fault::Stall { stalled } => write!(f, "stall the proxy for {stalled:.1?}"),
             Fault::Delay { delay, lasting } => {
                 write!(f, "delay every chunk through the proxy by {delay:?} for {lasting:.1?}")
+            }
+            Fault::Broker { broker, down } => {
+                let name = ["NATS", "Redis"].get(*broker).unwrap_or(&"a broker");
+                write!(f, "stop the {name} server, started again after {down:.1?}")
             }
         }
     }
@@ -52,18 +76,22 @@ impl Fault {
             Fault::Cut => "cut",
             Fault::Stall { .. } => "stall",
             Fault::Delay { .. } => "delay",
+            Fault::Broker { .. } => "broker",
         }
     }
 }
 
 /// The faults of a run of `length`, with the quiet time before each, drawn from `seed`.
-pub(crate) fn schedule(seed: u64, length: Duration, servers: usize) -> Vec<(Duration, Fault)> {
+pub(crate) fn schedule(seed: u64, length: Duration, servers: usize, brokers: usize) -> Vec<(Duration, Fault)> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_fa17);
     let mut planned = Vec::new();
     let mut total = Duration::ZERO;
     loop {
         let gap = Duration::from_millis(rng.random_range(2_000..6_000));
-        let fault = match rng.random_range(0..10) {
+        let fault = match rng.random_range(0..11) {
+            10 if brokers > 0 => {
+                Fault::Broker { broker: rng.random_range(0..brokers), down: millis(&mut rng, 5_000..25_000) }
+            }
             0 | 1 => Fault::Kill { server: rng.random_range(0..servers), down: millis(&mut rng, 500..5_000) },
             2 => {
                 // One pause in three outlasts the sinks' 30 s lease.
@@ -94,6 +122,7 @@ impl Fault {
             Fault::Pause { stopped, .. } => *stopped,
             Fault::Stall { stalled } => *stalled,
             Fault::Delay { lasting, .. } => *lasting,
+            Fault::Broker { down, .. } => *down,
             Fault::TerminateBackends { .. } | Fault::Cut => Duration::ZERO,
         }
     }
@@ -102,6 +131,7 @@ impl Fault {
 /// What the faults act on.
 pub(crate) struct Targets<'a> {
     pub(crate) servers: &'a mut [Server],
+    pub(crate) brokers: &'a mut [Broker],
     pub(crate) ports: &'a Ports,
     pub(crate) proxy: &'a Proxy,
     /// A connection straight to the database (not through the proxy).
@@ -142,6 +172,11 @@ impl Targets<'_> {
             }
             Fault::Cut => self.proxy.cut(),
             Fault::Stall { stalled } => self.proxy.stall(*stalled).await,
+            Fault::Broker { broker, down } => {
+                tokio::task::block_in_place(|| self.brokers[*broker].stop());
+                tokio::time::sleep(*down).await;
+                tokio::task::block_in_place(|| self.brokers[*broker].run())?;
+            }
             Fault::Delay { delay, lasting } => {
                 self.proxy.delay(*delay);
                 tokio::time::sleep(*lasting).await;
@@ -153,6 +188,11 @@ impl Targets<'_> {
 
     /// Every server running and continued.
     pub(crate) fn heal(&mut self) -> anyhow::Result<()> {
+        for broker in self.brokers.iter_mut() {
+            if !broker.is_running() {
+                broker.run()?;
+            }
+        }
         for server in self.servers.iter_mut() {
             if server.is_stopped() {
                 server.resume();
@@ -177,12 +217,12 @@ mod tests {
     #[test]
     fn a_seed_gives_one_schedule_that_fits_the_run() {
         let length = Duration::from_secs(600);
-        let first = schedule(7, length, 2);
-        assert_eq!(first, schedule(7, length, 2), "the same seed, the same faults");
-        assert_ne!(first, schedule(8, length, 2));
+        let first = schedule(7, length, 2, 2);
+        assert_eq!(first, schedule(7, length, 2, 2), "the same seed, the same faults");
+        assert_ne!(first, schedule(8, length, 2, 2));
         let total: Duration = first.iter().map(|(gap, fault)| *gap + fault.length()).sum();
         assert!(total <= length);
         let kinds: std::collections::HashSet<&str> = first.iter().map(|(_, fault)| fault.kind()).collect();
-        assert_eq!(kinds.len(), 6, "ten minutes draw every kind: {kinds:?}");
+        assert_eq!(kinds.len(), 7, "ten minutes draw every kind: {kinds:?}");
     }
 }

@@ -6,14 +6,16 @@
 //! the fault [`proxy`] in front of it; two servers with every role that reach the database
 //! only through the proxy; [`writers`] publishing through `outbox_pg` over the proxy;
 //! [`consumers`] (a `GET /events` pager and SSE clients, some filtered by type) reading
-//! from whichever server is up; and a JSONL sink in each server (one lease, one cursor, a
-//! file per process). For the profile's length, [`faults`] drawn from the seed are
+//! from whichever server is up; and in each server a JSONL sink (one lease, one cursor, a
+//! file per process), a NATS sink and a Redis sink, to brokers of the run's own
+//! ([`brokers`]), read back at the end. For the profile's length, [`faults`] drawn from the seed are
 //! injected and healed one after the other. Then the writers stop, every consumer drains
 //! until it caught up with the table (or stayed quiet for longer than a sink's lease), the
 //! truth is read from the table in `(txid, seq)` order, and the [`checker`] prints one line
 //! per consumer and every violation. The history is kept as JSON lines in
-//! `<target>/torture/<seed>/`; the run fails on any violation.
+//! `<target>/torture-runs/<seed>/`; the run fails on any violation.
 
+mod brokers;
 pub(crate) mod checker;
 mod consumers;
 mod faults;
@@ -34,10 +36,11 @@ use outbox_core::Position;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
+use self::brokers::Broker;
 use self::checker::{Consumer, Delivery, Received, Report, Row, Session, Writes};
 use self::consumers::Recorder;
 use self::faults::Targets;
-use self::services::{Database, Ports, Server, ServerSetup};
+use self::services::{Database, OTHER_TENANT, Ports, Server, ServerSetup, TENANT};
 
 /// How long and how hard a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -82,8 +85,12 @@ pub(crate) struct Options {
 /// How many servers run.
 const SERVERS: usize = 2;
 
-/// The sink every server runs: one lease and cursor, each process appending to its own file.
-const SINK_ID: &str = "archive";
+/// The sinks every server runs: `archive` (JSONL: one lease and cursor, each process
+/// appending to its own file), `bus` (NATS) and `feed` (Redis).
+const SINK_IDS: [&str; 3] = ["archive", "bus", "feed"];
+
+/// How many brokers run (NATS, Redis).
+const BROKERS: usize = 2;
 
 /// How long a drain waits, at most, after the last event any consumer received: longer than
 /// a sink's lease (30 s), so that a sink whose holder died is taken over.
@@ -98,7 +105,7 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
     println!("torture: rerun with `cargo xtask torture --seed {seed} --minutes {minutes}`");
     let binary = build_outbox()?;
     let postgres = crate::services::postgres()?;
-    let dir = crate::services::target_dir()?.join("torture").join(seed.to_string());
+    let dir = crate::services::target_dir()?.join("torture-runs").join(seed.to_string());
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let report = crate::runtime()?.block_on(run_with(&binary, &postgres.url(), &dir, seed, options.profile, length))?;
@@ -111,16 +118,30 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the `outbox` binary (debug) and returns its path.
+/// The `outbox` binary: `OUTBOX_BIN` when set, otherwise built (debug) into a target
+/// directory of its own, `<target>/torture`: `cargo build -p outbox-server` unifies features
+/// otherwise than the build of xtask, so sharing one directory would make each rebuild what
+/// the other just built (the end-to-end tests do the same for the same reason).
 fn build_outbox() -> anyhow::Result<PathBuf> {
+    if let Some(binary) = std::env::var_os("OUTBOX_BIN") {
+        let binary = PathBuf::from(binary);
+        if !binary.is_file() {
+            bail!("OUTBOX_BIN names {}, which is not a file", binary.display());
+        }
+        println!("torture: running {}", binary.display());
+        return Ok(binary);
+    }
+    let target = crate::services::target_dir()?.join("torture");
+    println!("torture: building the outbox binary into {}", target.display());
     let status = std::process::Command::new(crate::services::cargo())
-        .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox"])
+        .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox", "--target-dir"])
+        .arg(&target)
         .status()
         .context("running cargo build")?;
     if !status.success() {
         bail!("building the outbox binary failed ({status})");
     }
-    Ok(crate::services::target_dir()?.join("debug").join("outbox"))
+    Ok(target.join("debug").join("outbox"))
 }
 
 async fn run_with(
@@ -137,14 +158,14 @@ async fn run_with(
     let upstream = pg_address(&database.direct_url)?;
     let proxy = proxy::Proxy::start(upstream).await?;
     let proxied = services::through(&database.direct_url, proxy.addr().port());
+    let mut brokers = tokio::task::block_in_place(|| -> anyhow::Result<Vec<Broker>> {
+        Ok(vec![Broker::nats(dir)?, Broker::redis(dir)?])
+    })?;
     let setup = ServerSetup {
         binary: binary.to_owned(),
         dir: dir.to_owned(),
         database_url: proxied.clone(),
-        sinks: format!(
-            "[[sinks]]\nid = \"{SINK_ID}\"\nkind = \"jsonl\"\npath = \"{}/sink-{{server}}.jsonl\"\nbatch = 50\n",
-            dir.display()
-        ),
+        sinks: sinks_config(dir, &brokers),
     };
     let mut servers = tokio::task::block_in_place(|| {
         (0..SERVERS).map(|number| Server::start(number, &setup)).collect::<anyhow::Result<Vec<_>>>()
@@ -163,13 +184,14 @@ async fn run_with(
     {
         let mut targets = Targets {
             servers: &mut servers,
+            brokers: &mut brokers,
             ports: &ports,
             proxy: &proxy,
             admin: &admin,
             database: &database.name,
             started,
         };
-        for (gap, fault) in faults::schedule(seed, length, SERVERS) {
+        for (gap, fault) in faults::schedule(seed, length, SERVERS, BROKERS) {
             tokio::time::sleep(gap).await;
             targets.inject(&fault).await?;
             *counts.entry(fault.kind()).or_default() += 1;
@@ -186,7 +208,7 @@ async fn run_with(
     let writes = writing.await??;
     println!("torture: writers stopped; draining");
     let truth = read_truth(&admin).await?;
-    drain(&truth, &recorders, dir).await;
+    drain(&truth, &recorders, &admin).await;
     stop_readers.store(true, Ordering::SeqCst);
     for server in &mut servers {
         tokio::task::block_in_place(|| server.stop());
@@ -194,8 +216,19 @@ async fn run_with(
 
     let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take()).collect();
     consumers.push(sink_record(dir)?);
+    let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url()).await?;
+    consumers.push(read_back("sink bus (nats, read back)", nats));
+    let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url(), &[TENANT, OTHER_TENANT]).await?;
+    consumers.push(read_back("sink feed (redis, read back)", redis));
     keep_history(dir, &truth, &writes, &consumers)?;
-    let report = checker::check(&truth, &writes, &consumers);
+    let mut report = checker::check(&truth, &writes, &consumers);
+    if nats_wrong > 0 {
+        report.violations.push(format!("nats: {nats_wrong} messages whose Nats-Msg-Id is not their event's id"));
+    }
+    if redis_wrong > 0 {
+        report.violations.push(format!("redis: {redis_wrong} entries whose id is not their event's position"));
+    }
+    report_dead_letters(&admin).await?;
     admin.close().await;
     if report.passed() {
         database.drop_database().await?;
@@ -263,15 +296,20 @@ async fn read_truth(admin: &sqlx::PgPool) -> anyhow::Result<Vec<Row>> {
         .collect()
 }
 
-/// Waits until every consumer received the last event it should, or all stayed quiet for
-/// [`DRAIN_QUIET`].
-async fn drain(truth: &[Row], recorders: &[Arc<Recorder>], dir: &Path) {
+/// Waits until every reader received the last event it should and every sink's cursor
+/// passed the last row, or all readers stayed quiet for [`DRAIN_QUIET`].
+async fn drain(truth: &[Row], recorders: &[Arc<Recorder>], admin: &sqlx::PgPool) {
     let started = Instant::now();
-    let last_id = truth.last().map(|row| row.id.clone());
+    let last = truth.last().map(|row| row.position);
     loop {
         let readers_done = recorders.iter().all(|recorder| caught_up(truth, &recorder.take()));
-        let sink_done = last_id.as_ref().is_none_or(|id| sink_lines(dir).iter().any(|line| line.contains(id.as_str())));
-        if readers_done && sink_done {
+        let sinks_done = match last {
+            None => true,
+            Some(last) => sink_cursors(admin)
+                .await
+                .is_ok_and(|cursors| cursors.len() == SINK_IDS.len() && cursors.iter().all(|cursor| *cursor >= last)),
+        };
+        if readers_done && sinks_done {
             println!("torture: drained in {:.1?}", started.elapsed());
             return;
         }
@@ -296,12 +334,56 @@ fn caught_up(truth: &[Row], consumer: &Consumer) -> bool {
     consumer.sessions.iter().flat_map(|session| &session.received).any(|received| received.id == last.id)
 }
 
-/// Every line of every server's sink file.
-fn sink_lines(dir: &Path) -> Vec<String> {
-    (0..SERVERS)
-        .filter_map(|n| std::fs::read_to_string(dir.join(format!("sink-{n}.jsonl"))).ok())
-        .flat_map(|text| text.lines().map(str::to_owned).collect::<Vec<_>>())
-        .collect()
+/// The saved cursors of the run's sinks.
+async fn sink_cursors(admin: &sqlx::PgPool) -> anyhow::Result<Vec<Position>> {
+    let names: Vec<String> = SINK_IDS.iter().map(|id| format!("sink:{id}")).collect();
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT txid::text, seq FROM outbox_cursors WHERE stream = 'outbox' AND name = ANY($1)")
+            .bind(&names)
+            .fetch_all(admin)
+            .await?;
+    rows.into_iter().map(|(txid, seq)| Ok(Position { txid: txid.parse()?, seq: u64::try_from(seq)? })).collect()
+}
+
+/// Prints the dead letters of every sink (each is an event its sink did not deliver).
+async fn report_dead_letters(admin: &sqlx::PgPool) -> anyhow::Result<()> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT sink, count(*) FROM outbox_dead_letters GROUP BY sink ORDER BY sink")
+            .fetch_all(admin)
+            .await?;
+    for (sink, count) in rows {
+        println!("torture: sink {sink} dead-lettered {count} events");
+    }
+    Ok(())
+}
+
+/// The `[[sinks]]` of every server: JSONL to a file of its own, NATS and Redis to the run's brokers.
+fn sinks_config(dir: &Path, brokers: &[Broker]) -> String {
+    format!(
+        "[[sinks]]\nid = \"{jsonl}\"\nkind = \"jsonl\"\npath = \"{dir}/sink-{{server}}.jsonl\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{nats}\"\nkind = \"nats\"\nurl = \"{nats_url}\"\nsubject = \"torture.{{tenantId}}.{{type}}\"\n\
+         stream = \"{stream}\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{redis}\"\nkind = \"redis\"\nurl = \"{redis_url}\"\nkey = \"torture:{{tenantId}}\"\nbatch = 50\n",
+        jsonl = SINK_IDS[0],
+        nats = SINK_IDS[1],
+        redis = SINK_IDS[2],
+        dir = dir.display(),
+        nats_url = brokers[0].url(),
+        redis_url = brokers[1].url(),
+        stream = brokers::NATS_STREAM,
+    )
+}
+
+/// A broker's read-back: one session that must hold every event once, in order.
+fn read_back(name: &str, received: Vec<Received>) -> Consumer {
+    Consumer {
+        name: name.to_owned(),
+        tenant: None,
+        types: Vec::new(),
+        delivery: Delivery::Exact,
+        durable: true,
+        sessions: vec![Session { after: None, received }],
+    }
 }
 
 #[derive(Deserialize)]
@@ -340,7 +422,7 @@ fn sink_record(dir: &Path) -> anyhow::Result<Consumer> {
         println!("torture: {torn} torn lines in the sink's files (skipped, as readers do)");
     }
     Ok(Consumer {
-        name: format!("sink {SINK_ID} (jsonl)"),
+        name: format!("sink {} (jsonl)", SINK_IDS[0]),
         tenant: None,
         types: Vec::new(),
         delivery: Delivery::Interleaved,
