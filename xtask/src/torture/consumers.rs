@@ -82,7 +82,7 @@ pub(crate) fn client() -> anyhow::Result<reqwest::Client> {
 }
 
 /// A port of a server that is up, chosen at random; waits for one.
-async fn pick(ports: &Ports, rng: &mut StdRng) -> u16 {
+pub(crate) async fn pick(ports: &Ports, rng: &mut StdRng) -> u16 {
     loop {
         let up: Vec<u16> = ports.lock().iter().flatten().copied().collect();
         if !up.is_empty() {

@@ -6,7 +6,7 @@
 //! random backends of the run's database ended with `pg_terminate_backend`; every
 //! connection through the proxy cut (reset); the proxy stalled for a few seconds, or
 //! delaying every chunk for a while; the NATS or the Redis server stopped for up to 25 s
-//! and started again.
+//! and started again; the webhook receiver answering 500 for up to 15 s.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 
 use super::brokers::Broker;
 use super::proxy::Proxy;
+use super::receiver::Receiver;
 use super::services::{Ports, Server};
 
 /// One fault.
@@ -45,6 +46,10 @@ pub(crate) enum Fault {
         broker: usize,
         down: Duration,
     },
+    /// The webhook receiver answering 500 for a while.
+    ReceiverFailing {
+        lasting: Duration,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -58,6 +63,7 @@ impl fmt::Display for Fault {
             Fault::Delay { delay, lasting } => {
                 write!(f, "delay every chunk through the proxy by {delay:?} for {lasting:.1?}")
             }
+            Fault::ReceiverFailing { lasting } => write!(f, "the webhook receiver answers 500 for {lasting:.1?}"),
             Fault::Broker { broker, down } => {
                 let name = ["NATS", "Redis"].get(*broker).unwrap_or(&"a broker");
                 write!(f, "stop the {name} server, started again after {down:.1?}")
@@ -77,6 +83,7 @@ impl Fault {
             Fault::Stall { .. } => "stall",
             Fault::Delay { .. } => "delay",
             Fault::Broker { .. } => "broker",
+            Fault::ReceiverFailing { .. } => "receiver",
         }
     }
 }
@@ -88,7 +95,8 @@ pub(crate) fn schedule(seed: u64, length: Duration, servers: usize, brokers: usi
     let mut total = Duration::ZERO;
     loop {
         let gap = Duration::from_millis(rng.random_range(2_000..6_000));
-        let fault = match rng.random_range(0..11) {
+        let fault = match rng.random_range(0..12) {
+            11 => Fault::ReceiverFailing { lasting: millis(&mut rng, 2_000..15_000) },
             10 if brokers > 0 => {
                 Fault::Broker { broker: rng.random_range(0..brokers), down: millis(&mut rng, 5_000..25_000) }
             }
@@ -123,6 +131,7 @@ impl Fault {
             Fault::Stall { stalled } => *stalled,
             Fault::Delay { lasting, .. } => *lasting,
             Fault::Broker { down, .. } => *down,
+            Fault::ReceiverFailing { lasting } => *lasting,
             Fault::TerminateBackends { .. } | Fault::Cut => Duration::ZERO,
         }
     }
@@ -132,6 +141,7 @@ impl Fault {
 pub(crate) struct Targets<'a> {
     pub(crate) servers: &'a mut [Server],
     pub(crate) brokers: &'a mut [Broker],
+    pub(crate) receiver: &'a Receiver,
     pub(crate) ports: &'a Ports,
     pub(crate) proxy: &'a Proxy,
     /// A connection straight to the database (not through the proxy).
@@ -172,6 +182,7 @@ impl Targets<'_> {
             }
             Fault::Cut => self.proxy.cut(),
             Fault::Stall { stalled } => self.proxy.stall(*stalled).await,
+            Fault::ReceiverFailing { lasting } => self.receiver.fail_for(*lasting).await,
             Fault::Broker { broker, down } => {
                 tokio::task::block_in_place(|| self.brokers[*broker].stop());
                 tokio::time::sleep(*down).await;
@@ -223,6 +234,6 @@ mod tests {
         let total: Duration = first.iter().map(|(gap, fault)| *gap + fault.length()).sum();
         assert!(total <= length);
         let kinds: std::collections::HashSet<&str> = first.iter().map(|(_, fault)| fault.kind()).collect();
-        assert_eq!(kinds.len(), 7, "ten minutes draw every kind: {kinds:?}");
+        assert_eq!(kinds.len(), 8, "ten minutes draw every kind: {kinds:?}");
     }
 }

@@ -8,7 +8,7 @@
 //! [`consumers`] (a `GET /events` pager and SSE clients, some filtered by type) reading
 //! from whichever server is up; and in each server a JSONL sink (one lease, one cursor, a
 //! file per process), a NATS sink and a Redis sink, to brokers of the run's own
-//! ([`brokers`]), read back at the end. For the profile's length, [`faults`] drawn from the seed are
+//! ([`brokers`]), read back at the end, and a webhook sink to the run's [`receiver`]. For the profile's length, [`faults`] drawn from the seed are
 //! injected and healed one after the other. Then the writers stop, every consumer drains
 //! until it caught up with the table (or stayed quiet for longer than a sink's lease), the
 //! truth is read from the table in `(txid, seq)` order, and the [`checker`] prints one line
@@ -20,6 +20,7 @@ pub(crate) mod checker;
 mod consumers;
 mod faults;
 mod proxy;
+mod receiver;
 mod services;
 mod writers;
 
@@ -40,6 +41,7 @@ use self::brokers::Broker;
 use self::checker::{Consumer, Delivery, Received, Report, Row, Session, Writes};
 use self::consumers::Recorder;
 use self::faults::Targets;
+use self::receiver::Receiver;
 use self::services::{Database, OTHER_TENANT, Ports, Server, ServerSetup, TENANT};
 
 /// How long and how hard a run is.
@@ -85,9 +87,16 @@ pub(crate) struct Options {
 /// How many servers run.
 const SERVERS: usize = 2;
 
+/// How many writers publish through `POST /events` (besides the profile's writers through
+/// `outbox_pg`).
+const HTTP_WRITERS: usize = 4;
+
 /// The sinks every server runs: `archive` (JSONL: one lease and cursor, each process
-/// appending to its own file), `bus` (NATS) and `feed` (Redis).
-const SINK_IDS: [&str; 3] = ["archive", "bus", "feed"];
+/// appending to its own file), `bus` (NATS), `feed` (Redis) and `hooks` (webhook).
+const SINK_IDS: [&str; 4] = ["archive", "bus", "feed", "hooks"];
+
+/// The webhook sink's signing secret (the SPEC's example).
+const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// How many brokers run (NATS, Redis).
 const BROKERS: usize = 2;
@@ -161,11 +170,12 @@ async fn run_with(
     let mut brokers = tokio::task::block_in_place(|| -> anyhow::Result<Vec<Broker>> {
         Ok(vec![Broker::nats(dir)?, Broker::redis(dir)?])
     })?;
+    let receiver = Receiver::start().await?;
     let setup = ServerSetup {
         binary: binary.to_owned(),
         dir: dir.to_owned(),
         database_url: proxied.clone(),
-        sinks: sinks_config(dir, &brokers),
+        sinks: sinks_config(dir, &brokers, &receiver),
     };
     let mut servers = tokio::task::block_in_place(|| {
         (0..SERVERS).map(|number| Server::start(number, &setup)).collect::<anyhow::Result<Vec<_>>>()
@@ -175,6 +185,7 @@ async fn run_with(
 
     let stop_writers = Arc::new(AtomicBool::new(false));
     let writing = tokio::spawn(writers::run(proxied, profile.writers(), seed, stop_writers.clone()));
+    let http_writing = tokio::spawn(writers::run_http(ports.clone(), HTTP_WRITERS, seed, stop_writers.clone()));
     let stop_readers = Arc::new(AtomicBool::new(false));
     let recorders = start_consumers(&ports, seed, &stop_readers);
 
@@ -185,6 +196,7 @@ async fn run_with(
         let mut targets = Targets {
             servers: &mut servers,
             brokers: &mut brokers,
+            receiver: &receiver,
             ports: &ports,
             proxy: &proxy,
             admin: &admin,
@@ -205,7 +217,18 @@ async fn run_with(
     println!("torture: faults injected: {}", counted.join(", "));
 
     stop_writers.store(true, Ordering::SeqCst);
-    let writes = writing.await??;
+    let mut writes = writing.await??;
+    let http = http_writing.await??;
+    let resolved = writers::resolve_tokens(&admin, &http.unknown_tokens).await?;
+    println!(
+        "torture: POST /events: {} events acknowledged, {} whose answer never came ({} of them stored), {} refusals",
+        http.writes.committed.len(),
+        http.unknown_tokens.len(),
+        resolved.len(),
+        http.refused
+    );
+    writes.committed.extend(http.writes.committed.iter().cloned());
+    writes.unknown.extend(resolved);
     println!("torture: writers stopped; draining");
     let truth = read_truth(&admin).await?;
     drain(&truth, &recorders, &admin).await;
@@ -216,6 +239,10 @@ async fn run_with(
 
     let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take()).collect();
     consumers.push(sink_record(dir)?);
+    let mut hooks = read_back("sink hooks (webhook receiver)", receiver.record());
+    hooks.delivery = Delivery::Interleaved;
+    hooks.split_redeliveries();
+    consumers.push(hooks);
     let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url()).await?;
     consumers.push(read_back("sink bus (nats, read back)", nats));
     let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url(), &[TENANT, OTHER_TENANT]).await?;
@@ -227,6 +254,9 @@ async fn run_with(
     }
     if redis_wrong > 0 {
         report.violations.push(format!("redis: {redis_wrong} entries whose id is not their event's position"));
+    }
+    if http.refused > 0 {
+        report.violations.push(format!("POST /events: {} valid publishes refused with a 4xx", http.refused));
     }
     report_dead_letters(&admin).await?;
     admin.close().await;
@@ -357,14 +387,19 @@ async fn report_dead_letters(admin: &sqlx::PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `[[sinks]]` of every server: JSONL to a file of its own, NATS and Redis to the run's brokers.
-fn sinks_config(dir: &Path, brokers: &[Broker]) -> String {
+/// The `[[sinks]]` of every server: JSONL to a file of its own, NATS and Redis to the run's
+/// brokers, webhook to the run's receiver.
+fn sinks_config(dir: &Path, brokers: &[Broker], receiver: &Receiver) -> String {
     format!(
         "[[sinks]]\nid = \"{jsonl}\"\nkind = \"jsonl\"\npath = \"{dir}/sink-{{server}}.jsonl\"\nbatch = 50\n\n\
          [[sinks]]\nid = \"{nats}\"\nkind = \"nats\"\nurl = \"{nats_url}\"\nsubject = \"torture.{{tenantId}}.{{type}}\"\n\
          stream = \"{stream}\"\nbatch = 50\n\n\
-         [[sinks]]\nid = \"{redis}\"\nkind = \"redis\"\nurl = \"{redis_url}\"\nkey = \"torture:{{tenantId}}\"\nbatch = 50\n",
+         [[sinks]]\nid = \"{redis}\"\nkind = \"redis\"\nurl = \"{redis_url}\"\nkey = \"torture:{{tenantId}}\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{webhook}\"\nkind = \"webhook\"\nurl = \"{hook_url}\"\nsecret = \"{WEBHOOK_SECRET}\"\n\
+         batch = 50\n",
         jsonl = SINK_IDS[0],
+        webhook = SINK_IDS[3],
+        hook_url = receiver.url,
         nats = SINK_IDS[1],
         redis = SINK_IDS[2],
         dir = dir.display(),

@@ -158,7 +158,7 @@ impl Server {
     fn config_text(&self) -> String {
         let digest: String = sha2::Sha256::digest(TOKEN.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         format!(
-            "database_url = \"{url}\"\nroles = [\"all\"]\n\n\
+            "database_url = \"{url}\"\nroles = [\"all\"]\nallow_private_targets = true\n\n\
              [[auth.api_keys]]\nid = \"torture\"\nsha256 = \"{digest}\"\ntenant = \"{TENANT}\"\n\
              scopes = [\"events:read\", \"events:write\"]\n\n\
              [watch]\npoll_ms = 50\nheartbeat_ms = 1000\nmax_duration_ms = 20000\n\n{sinks}",

@@ -8,6 +8,11 @@
 //! the transaction back; a failure during `COMMIT` leaves the outcome unknown, and the
 //! checker resolves it from the table. Most events are tenant [`TENANT`]'s, some
 //! [`OTHER_TENANT`]'s.
+//!
+//! [`run_http`] writers publish through `POST /events` of whichever server is up instead
+//! (the tenant's own events, one or a batch). An answer that never came (a server killed or
+//! stopped, a 5xx) leaves the outcome unknown: each event carries a token in its data, by
+//! which [`resolve_tokens`] finds what was stored.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,4 +159,91 @@ impl Shape {
             _ => 1,
         }
     }
+}
+
+/// What the HTTP writers recorded: their outcomes, and the tokens of events whose outcome
+/// is unknown (their ids were never answered).
+#[derive(Default)]
+pub(crate) struct HttpWrites {
+    pub(crate) writes: Writes,
+    pub(crate) unknown_tokens: Vec<String>,
+    /// Answers 4xx: a writer's bug or the server's, printed.
+    pub(crate) refused: usize,
+}
+
+/// Runs `writers` HTTP writers against the servers of `ports` until `stop`.
+pub(crate) async fn run_http(
+    ports: super::services::Ports,
+    writers: usize,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<HttpWrites> {
+    let record = Arc::new(Mutex::new(HttpWrites::default()));
+    let client = super::consumers::client()?;
+    let mut tasks = Vec::new();
+    for number in 0..writers {
+        let (ports, client, record, stop) = (ports.clone(), client.clone(), record.clone(), stop.clone());
+        let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add(number as u64));
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let port = super::consumers::pick(&ports, &mut rng).await;
+                let count = if rng.random_bool(0.5) { 1 } else { rng.random_range(2..=5) };
+                let events: Vec<serde_json::Value> = (0..count)
+                    .map(|k| {
+                        json!({
+                            "type": TYPES[rng.random_range(0..TYPES.len())],
+                            "tenantId": TENANT,
+                            "subject": format!("item/{}", rng.random_range(0..50)),
+                            "data": { "http": number, "n": n, "k": k, "token": format!("h{number}-{n}-{k}") },
+                        })
+                    })
+                    .collect();
+                let tokens: Vec<String> = (0..count).map(|k| format!("h{number}-{n}-{k}")).collect();
+                let body = if count == 1 { events[0].clone() } else { json!({ "events": events }) };
+                let answer = client
+                    .post(format!("http://127.0.0.1:{port}/events"))
+                    .bearer_auth(super::services::TOKEN)
+                    .json(&body)
+                    .timeout(Duration::from_secs(5))
+                    .send()
+                    .await;
+                let outcome = match answer {
+                    Ok(answer) if answer.status().is_success() => answer.json::<Ids>().await.ok().map(Ok),
+                    Ok(answer) if answer.status().is_client_error() => Some(Err(())),
+                    _ => None,
+                };
+                {
+                    let mut record = record.lock();
+                    match outcome {
+                        Some(Ok(ids)) => record.writes.committed.extend(ids.ids),
+                        Some(Err(())) => record.refused += 1,
+                        None => record.unknown_tokens.extend(tokens),
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(rng.random_range(0..50))).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await?;
+    }
+    let recorded = std::mem::take(&mut *record.lock());
+    Ok(recorded)
+}
+
+#[derive(serde::Deserialize)]
+struct Ids {
+    ids: Vec<String>,
+}
+
+/// The ids of the stored events whose data carries one of `tokens`.
+pub(crate) async fn resolve_tokens(admin: &sqlx::PgPool, tokens: &[String]) -> anyhow::Result<Vec<String>> {
+    let ids: Vec<String> =
+        sqlx::query_scalar("SELECT payload->>'id' FROM outbox WHERE payload->'data'->>'token' = ANY($1)")
+            .bind(tokens)
+            .fetch_all(admin)
+            .await?;
+    Ok(ids)
 }
