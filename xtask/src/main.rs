@@ -104,7 +104,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench { socket, which } => bench::run(which, services::Transports::new(socket)),
         Command::Explain { rows } => explain::run(rows),
         Command::Codegen { check } => codegen::run(check),
-        Command::Torture { profile, seed, minutes } => torture::run(torture::Options { profile, seed, minutes }),
+        Command::Torture { profile, seed, minutes } => {
+            torture::run(torture::Options { profile, seed, minutes, binary: None })
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

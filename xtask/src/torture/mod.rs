@@ -82,6 +82,8 @@ pub(crate) struct Options {
     pub(crate) profile: Profile,
     pub(crate) seed: Option<u64>,
     pub(crate) minutes: Option<f64>,
+    /// The `outbox` binary to run; `None`: `OUTBOX_BIN`, or built ([`build_outbox`]).
+    pub(crate) binary: Option<PathBuf>,
 }
 
 /// How many servers run.
@@ -112,7 +114,10 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
     let length = Duration::from_secs_f64(minutes * 60.0);
     println!("torture: seed {seed}, profile {:?}, {minutes} minutes of faults", options.profile);
     println!("torture: rerun with `cargo xtask torture --seed {seed} --minutes {minutes}`");
-    let binary = build_outbox()?;
+    let binary = match options.binary {
+        Some(binary) => binary,
+        None => build_outbox()?,
+    };
     let postgres = crate::services::postgres()?;
     let dir = crate::services::target_dir()?.join("torture-runs").join(seed.to_string());
     let _ = std::fs::remove_dir_all(&dir);
@@ -314,7 +319,9 @@ fn start_consumers(ports: &Ports, seed: u64, stop: &Arc<AtomicBool>) -> Vec<Arc<
 /// The table in `(txid, seq)` order, once no writer runs.
 async fn read_truth(admin: &sqlx::PgPool) -> anyhow::Result<Vec<Row>> {
     let rows: Vec<(String, i64, String, String, String)> = sqlx::query_as(
-        "SELECT txid::text, seq, payload->>'id', payload->>'tenantId', topic FROM outbox ORDER BY txid, seq",
+        // Ordered by the columns themselves, not by the text of the transaction id.
+        "SELECT o.txid::text, o.seq, o.payload->>'id', o.payload->>'tenantId', o.topic FROM outbox o
+         ORDER BY o.txid, o.seq",
     )
     .fetch_all(admin)
     .await?;
