@@ -2,7 +2,8 @@
 //!
 //! - `migrate [--dry-run]`: apply the migrations to `DATABASE_URL`.
 //! - `test [-- <cargo test args>]`: bring up the services the tests need, then run every test.
-//! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the tests.
+//! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the
+//!   tests, then the torture run's `ci` profile.
 //! - `bench publish | http | sinks | fanout`: measurements side by side, as ratios (`fanout`:
 //!   live streams on the shared tail against per-stream polling).
 //! - `bench console`: the console in headless Chromium at 1,000 events/s, its longest long task.
@@ -52,7 +53,7 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Format check, clippy, dependency-graph rules, plan check, then every test.
+    /// Format check, clippy, dependency-graph rules, plan check, every test, then torture (ci).
     Ci,
     /// Benchmarks that print ratios measured side by side.
     Bench {
