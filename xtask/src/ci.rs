@@ -67,7 +67,16 @@ pub(crate) fn run() -> anyhow::Result<()> {
     eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
     deny()?;
     crate::explain::run(1_000_000)?;
-    crate::services::run_tests(&[])
+    crate::services::run_tests(&[])?;
+    // The binary the tests just built (`cargo test --workspace` builds it as a target of
+    // outbox-server's tests), so that the torture run builds nothing of its own.
+    let binary = crate::services::target_dir()?.join("debug").join("outbox");
+    crate::torture::run(crate::torture::Options {
+        profile: crate::torture::Profile::Ci,
+        seed: None,
+        minutes: None,
+        binary: Some(binary),
+    })
 }
 
 /// `cargo doc --no-deps` of the library crates, every rustdoc warning an error.

@@ -2,13 +2,16 @@
 //!
 //! - `migrate [--dry-run]`: apply the migrations to `DATABASE_URL`.
 //! - `test [-- <cargo test args>]`: bring up the services the tests need, then run every test.
-//! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the tests.
+//! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the
+//!   tests, then the torture run's `ci` profile.
 //! - `bench publish | http | sinks | fanout`: measurements side by side, as ratios (`fanout`:
 //!   live streams on the shared tail against per-stream polling).
 //! - `bench console`: the console in headless Chromium at 1,000 events/s, its longest long task.
 //! - `bench retention`: publish and read latency without and during a retention pass.
 //! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
 //! - `codegen [--check]`: regenerate the protobuf Rust code from `proto/` (with protox, no protoc).
+//! - `torture [--profile ci|long] [--seed N] [--minutes M]`: writers, readers and sinks against
+//!   two real servers under faults, the recorded history checked against the table.
 
 mod bench;
 mod bench_console;
@@ -26,6 +29,7 @@ mod migrate;
 mod outbox_process;
 mod services;
 mod sql_examples;
+mod torture;
 
 use clap::{Parser, Subcommand};
 
@@ -50,7 +54,7 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Format check, clippy, dependency-graph rules, plan check, then every test.
+    /// Format check, clippy, dependency-graph rules, plan check, every test, then torture (ci).
     Ci,
     /// Benchmarks that print ratios measured side by side.
     Bench {
@@ -66,6 +70,18 @@ enum Command {
         /// Compare instead of writing; fail when the checked-in code differs.
         #[arg(long)]
         check: bool,
+    },
+    /// Writers, readers and sinks against two real servers under seeded faults; the history checked.
+    Torture {
+        /// `ci` (a few minutes) or `long` (half an hour).
+        #[arg(long, value_enum, default_value = "ci")]
+        profile: torture::Profile,
+        /// The seed of the faults and the writers (random when absent; printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// How long faults are injected, in minutes (default: the profile's).
+        #[arg(long)]
+        minutes: Option<f64>,
     },
     /// Print the plans of the tenant and global reads on a large table; fail on a full sort or scan.
     Explain {
@@ -90,6 +106,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench { socket, which } => bench::run(which, services::Transports::new(socket)),
         Command::Explain { rows } => explain::run(rows),
         Command::Codegen { check } => codegen::run(check),
+        Command::Torture { profile, seed, minutes } => {
+            torture::run(torture::Options { profile, seed, minutes, binary: None })
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -409,7 +409,7 @@ fn redis_answers(url: &str) -> bool {
     stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind(("127.0.0.1", 0)).context("finding a free port")?.local_addr()?.port())
 }
 
@@ -431,7 +431,7 @@ fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> anyhow::Result<()>
 }
 
 /// `name` on PATH, in the sbin directories, or where [`install_nats_server`] puts it.
-fn find_binary(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
     dirs.extend(["/usr/sbin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from));

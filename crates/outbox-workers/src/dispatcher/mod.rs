@@ -4,8 +4,9 @@
 //! sink's lease `singleton:outbox-dispatch:<sink id>`; while it holds the lease it
 //! reads after the sink's durable cursor (with the sink's tenant and type filters),
 //! delivers batches in `(txid, seq)` order, and records each delivered batch with
-//! a fenced cursor save. A second task renews the lease; when a renewal finds the
-//! lease lost, the delivery in flight is dropped and nothing more is recorded.
+//! a fenced cursor save. A second task renews the lease; when a renewal or a fenced save
+//! finds the lease lost, the delivery in flight is dropped and nothing more is recorded or
+//! delivered under that lease.
 //!
 //! Failures back off per sink (1 s doubling to 5 min, reset by a success) in that
 //! sink's own task, so one sink's failures never delay another. A failing batch is

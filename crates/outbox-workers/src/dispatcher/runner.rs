@@ -134,6 +134,9 @@ pub(super) struct Runner {
     shutdown: watch::Receiver<bool>,
     /// Turns true when the lease held now is lost (a fresh, never-set channel between leases).
     lost: watch::Receiver<bool>,
+    /// Raises `lost`: what the keeper holds, and what a save running beside a delivery raises
+    /// when its fence finds the lease gone, so that the delivery in flight is dropped at once.
+    raise_lost: Arc<watch::Sender<bool>>,
     lease_name: String,
     cursor_stream: String,
     cursor_name: String,
@@ -164,6 +167,7 @@ impl Runner {
             state,
             shutdown,
             lost: lease::never_lost(),
+            raise_lost: Arc::new(watch::Sender::new(false)),
             lease_name: spec.names.lease.clone(),
             cursor_stream: spec.names.cursor_stream.clone(),
             cursor_name: spec.names.cursor_name.clone(),

@@ -3,8 +3,9 @@
 //! Each event goes to the subject its template gives (`outbox.{tenantId}.{type}`
 //! by default) with `Nats-Msg-Id` = the event id, so JetStream drops a redelivery
 //! that arrives within the stream's duplicate window (2 minutes unless the stream
-//! says otherwise). A batch is published without waiting, then every ack is
-//! awaited in order; the first failure reports its index ([`SinkError::at`]).
+//! says otherwise). A batch is published one event at a time, each after the
+//! previous one's ack, so nothing after a failed publish is ever stored; the first
+//! failure reports its index ([`SinkError::at`]).
 //!
 //! The sink connects in [`Sink::prepare`] or on its first delivery, whichever comes first
 //! (never when it is built), and the client reconnects by itself. With `stream` set,
@@ -94,28 +95,25 @@ impl NatsSink {
         Ok(context)
     }
 
+    /// Publishes the events of `batch` one at a time, each after the previous one's ack.
+    ///
+    /// Never two in flight: were a later publish sent before an earlier one was acked, a
+    /// failure of the earlier (a server restarting, a limit) could leave the later one
+    /// stored, and the retry would then store the earlier one after it, out of order.
     async fn publish(&self, batch: &[Event]) -> std::result::Result<(), SinkError> {
         let context = self.context().await?;
-        let mut acks = Vec::with_capacity(batch.len());
-        let mut send_failure = None;
         for (index, event) in batch.iter().enumerate() {
             let message = PublishMessage::build()
                 .payload(self.encoder.encode(event).into())
                 .message_id(&event.id)
                 .header("Content-Type", self.encoder.content_type());
-            match context.send_publish(self.subject.render(event), message).await {
-                Ok(ack) => acks.push(ack),
-                Err(e) => {
-                    send_failure = Some(SinkError::retryable(format!("publishing {}: {e}", event.id)).at(index));
-                    break;
-                }
-            }
+            let ack = context
+                .send_publish(self.subject.render(event), message)
+                .await
+                .map_err(|e| SinkError::retryable(format!("publishing {}: {e}", event.id)).at(index))?;
+            ack.await.map_err(|e| SinkError::retryable(format!("JetStream ack for {}: {e}", event.id)).at(index))?;
         }
-        for (index, ack) in acks.into_iter().enumerate() {
-            ack.await
-                .map_err(|e| SinkError::retryable(format!("JetStream ack for {}: {e}", batch[index].id)).at(index))?;
-        }
-        send_failure.map_or(Ok(()), Err)
+        Ok(())
     }
 }
 

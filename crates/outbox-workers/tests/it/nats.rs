@@ -1,9 +1,10 @@
 //! The nats sink against the real NATS server with JetStream: every event once, in order,
-//! through a dispatcher killed in the middle of a batch and restarted.
+//! through a dispatcher killed in the middle of a batch and restarted, and nothing stored after
+//! a publish that failed.
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
+use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use outbox_core::{Event, NewEvent, Position};
 use outbox_pg::internal::clock;
@@ -112,4 +113,37 @@ async fn an_unreachable_server_is_a_retryable_failure() {
     let error = sink.deliver(&events).await.unwrap_err();
     assert!(error.is_retryable(), "{error}");
     assert!(error.message().contains("connecting to NATS"), "{error}");
+}
+
+#[tokio::test]
+async fn nothing_after_a_failed_publish_is_stored() {
+    let url = nats_url();
+    let db = db().await;
+    let mut new = mixed(10);
+    new[3] = NewEvent::new("node.joined", "acme", "node/n1", json!({ "padding": "x".repeat(2048) }));
+    let events = publish_and_read(&db.pool, &new).await;
+    let (prefix, name) = (unique("t"), unique("OUTBOX_T").to_uppercase());
+    let context = jetstream::new(async_nats::connect(&url).await.unwrap());
+    // The stream refuses a message over 1 KiB: the fourth event's publish fails mid-batch,
+    // and every other event alone would be stored.
+    let limited = stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("{prefix}.>")],
+        max_message_size: 1024,
+        ..stream::Config::default()
+    };
+    context.create_stream(limited).await.unwrap();
+    let mut config = nats("limited", &url, &prefix, &name);
+    config.stream = None;
+    let sink = build_sink(&config).unwrap();
+
+    let error = sink.deliver(&events).await.unwrap_err();
+    assert!(error.is_retryable(), "{error}");
+    assert_eq!(error.failed_at(), Some(3), "the failure names the fourth event: {error}");
+    let mut handle = context.get_stream(&name).await.unwrap();
+    assert_eq!(handle.info().await.unwrap().state.messages, 3, "nothing after the failed publish was stored");
+    let seen = consume(&context, &name, 3).await;
+    let positions: Vec<Position> = seen.iter().map(|(_, _, e)| e.sequence).collect();
+    assert_eq!(positions, events[..3].iter().map(|e| e.sequence).collect::<Vec<_>>());
+    context.delete_stream(&name).await.unwrap();
 }

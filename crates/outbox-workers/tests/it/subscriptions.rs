@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use outbox_core::target::TargetPolicy;
@@ -14,12 +14,13 @@ use outbox_core::{Event, NewEvent};
 use outbox_pg::internal::dead_letter::{self, ListRequest};
 use outbox_pg::internal::seal::SealKey;
 use outbox_pg::internal::webhook::{self as store, NewWebhook, Patch};
+use outbox_pg::internal::{clock, cursor, lease};
 use outbox_pg::sqlx::PgPool;
-use outbox_workers::{WebhookDeliveries, WebhookDeliveryConfig};
+use outbox_workers::{DispatcherConfig, WebhookDeliveries, WebhookDeliveryConfig};
 use serde_json::json;
 
 use crate::support::{all_events, db, fast_config, wait_for};
-use crate::webhook::{Received, Receiver, secret, status, verify};
+use crate::webhook::{Received, Receiver, delayed, secret, status, verify};
 
 fn key() -> Arc<SealKey> {
     Arc::new(SealKey::parse(&SealKey::generate().unwrap()).unwrap())
@@ -341,4 +342,58 @@ async fn a_caught_up_subscription_is_woken_by_the_shared_tail_instead_of_polling
         "each woken read delivered acme's event, in order"
     );
     running.shutdown().await;
+}
+
+/// Another process takes a shard whose holder stood still past the lease's TTL; the holder's
+/// keeper renews only much later, so it still publishes the lease. The save beside the
+/// second page's delivery finds the lease lost: that delivery stops at once, and the loop
+/// posts nothing more under the lease, its cursor unmoved.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loop_whose_fenced_save_finds_the_shard_lease_lost_stops_delivering_before_its_keeper_notices() {
+    let db = db().await;
+    let key = key();
+    // The first request waits long enough for the theft; the rest of the first page (100
+    // events) is answered at once, every later request slowly.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    let receiver = Receiver::start(move |_, _| {
+        let delay = match count.fetch_add(1, Ordering::SeqCst) {
+            0 => Duration::from_millis(1500),
+            1..100 => Duration::ZERO,
+            _ => Duration::from_millis(300),
+        };
+        delayed(200, delay)
+    })
+    .await;
+    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
+    let created_at = cursor::load(&db.pool, store::CURSOR_STREAM, &id).await.unwrap();
+    publish(&db.pool, &(0..150).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
+    wait_for("the 150 events visible", || async { acme_nodes(&db.pool).await.len() == 150 }).await;
+
+    let mut config = WebhookDeliveryConfig::new(key.clone());
+    config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
+    config.refresh = Duration::from_millis(50);
+    // The keepers renew after an hour: they do not notice the theft during the test.
+    let ttl = Duration::from_secs(30);
+    config.dispatcher = DispatcherConfig { lease_ttl: ttl, lease_renew: Duration::from_secs(3600), ..fast_config() };
+    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    wait_for("the first POST", || async { !receiver.requests().is_empty() }).await;
+
+    clock::advance(&db.pool, ttl + Duration::from_secs(1)).await.unwrap();
+    let shard = format!("singleton:outbox-webhooks:shard:{}", store::shard_of(&id));
+    let thief = lease::acquire(&db.pool, &shard, "thief", ttl).await.unwrap().expect("the expired shard taken");
+
+    wait_for("the first page delivered", || async { receiver.requests().len() >= 100 }).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let delivered = receiver.requests().len();
+    assert!(
+        delivered <= 101,
+        "the second page stopped when the save beside it found the lease lost, not after: {delivered} POSTs"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(receiver.requests().len(), delivered, "nothing more was posted under the lost lease");
+    let cursor = cursor::load(&db.pool, store::CURSOR_STREAM, &id).await.unwrap();
+    assert_eq!(cursor, created_at, "the fence kept the cursor where it was");
+    running.shutdown().await;
+    assert!(lease::renew(&db.pool, &thief, ttl).await.unwrap().is_some(), "the thief still holds the shard");
 }

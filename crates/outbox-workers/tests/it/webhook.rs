@@ -71,6 +71,11 @@ pub(crate) fn status(status: u16) -> Reply {
     Reply { status, retry_after: None, delay: Duration::ZERO }
 }
 
+/// `status`, answered after `delay`.
+pub(crate) fn delayed(status: u16, delay: Duration) -> Reply {
+    Reply { status, retry_after: None, delay }
+}
+
 /// Decides a reply from the request and how many times this webhook-id was seen before.
 type Respond = dyn Fn(&Received, usize) -> Reply + Send + Sync;
 

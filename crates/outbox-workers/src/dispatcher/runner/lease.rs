@@ -6,6 +6,7 @@
 //! cancellation: a database call of the work always runs to its end (only a renewal that
 //! takes longer than its period, or a second, is given up and tried again).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_pg::internal::lease::{self, Lease};
@@ -30,8 +31,7 @@ impl Runner {
         while !self.stopping() {
             match lease::acquire(&self.pool, &self.lease_name, &self.config.holder, self.config.lease_ttl).await {
                 Ok(Some(lease)) => {
-                    let (lost, lost_signal) = watch::channel(false);
-                    self.lost = lost_signal;
+                    let lost = self.fresh_lost_flag();
                     let (ttl, every) = (self.config.lease_ttl, self.config.lease_renew);
                     let keeper = keep(self.pool.clone(), lease.clone(), ttl, every, lost);
                     if let Interruption::Shutdown = self.hold(&lease, keeper).await {
@@ -53,19 +53,25 @@ impl Runner {
     }
 
     /// Works whenever the keeper publishes a lease, until shutdown.
+    ///
+    /// A fenced save can find the lease lost before the keeper does (another holder took it
+    /// after it expired, while this process stood still): the keeper then still publishes
+    /// the lost lease until its next renewal. The loop does not work under that lease again:
+    /// it waits until the keeper publishes another one (or none, when it notices).
     async fn run_shared(mut self, mut shared: SharedLease) {
+        let mut lost_epoch = None;
         while !self.stopping() {
             let held = shared.borrow_and_update().clone();
             match held {
-                Some(lease) => {
-                    let (lost, lost_signal) = watch::channel(false);
-                    self.lost = lost_signal;
+                Some(lease) if Some(lease.epoch) != lost_epoch => {
+                    let lost = self.fresh_lost_flag();
                     let keeper = follow_shared(shared.clone(), lease.epoch, lost);
-                    if let Interruption::Shutdown = self.hold(&lease, keeper).await {
-                        break;
+                    match self.hold(&lease, keeper).await {
+                        Interruption::Shutdown => break,
+                        Interruption::LeaseLost => lost_epoch = Some(lease.epoch),
                     }
                 }
-                None => {
+                _ => {
                     self.update(|state| state.activity = Activity::Standby);
                     let shutdown = self.shutdown.clone();
                     tokio::select! {
@@ -89,6 +95,14 @@ impl Runner {
     /// is never cut. sqlx 0.9's `begin` is not cancel safe: cut between `BEGIN` and its answer,
     /// it returns the connection to the pool inside an open transaction, which would hold
     /// every outbox reader back.
+    /// A new `lost` flag for the next lease; returns what raises it.
+    fn fresh_lost_flag(&mut self) -> Arc<watch::Sender<bool>> {
+        let raise = Arc::new(watch::Sender::new(false));
+        self.lost = raise.subscribe();
+        self.raise_lost = raise.clone();
+        raise
+    }
+
     async fn hold(&mut self, lease: &Lease, keeper: impl std::future::Future<Output = ()>) -> Interruption {
         tracing::info!(sink = self.sink.id(), holder = %lease.holder, epoch = lease.epoch, "lease acquired");
         self.update(|state| {
@@ -140,13 +154,13 @@ impl Runner {
 
 /// Raises `lost` once the shared lease is no longer the one of `epoch` (lost, or taken
 /// again under another epoch), or its keeper is gone.
-async fn follow_shared(mut shared: SharedLease, epoch: i64, lost: watch::Sender<bool>) {
+async fn follow_shared(mut shared: SharedLease, epoch: i64, lost: Arc<watch::Sender<bool>>) {
     while shared.changed().await.is_ok() {
         if shared.borrow().as_ref().map(|lease| lease.epoch) != Some(epoch) {
             break;
         }
     }
-    let _ = lost.send(true);
+    lost.send_replace(true);
 }
 
 /// Renews `lease` every `every` until it is lost, then raises `lost` and returns (what a
@@ -172,9 +186,9 @@ pub(super) fn never_lost() -> watch::Receiver<bool> {
 /// Renews `lease` every `every` until it is lost, then raises `lost` and returns. A renewal
 /// that fails on a database error is retried, and the lease counts as lost once `ttl` passed
 /// without a successful one.
-async fn keep(pool: PgPool, mut lease: Lease, ttl: Duration, every: Duration, lost: watch::Sender<bool>) {
+async fn keep(pool: PgPool, mut lease: Lease, ttl: Duration, every: Duration, lost: Arc<watch::Sender<bool>>) {
     renew_until_lost(&pool, &mut lease, ttl, every).await;
-    let _ = lost.send(true);
+    lost.send_replace(true);
 }
 
 async fn renew_until_lost(pool: &PgPool, lease: &mut Lease, ttl: Duration, every: Duration) {

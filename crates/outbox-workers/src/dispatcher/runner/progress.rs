@@ -81,7 +81,8 @@ impl Runner {
     /// does next (the next page's delivery); the save after it, or the loop's next wait,
     /// collects its outcome first. Saves stay in order and fenced, so a lost lease still
     /// writes nothing; what the next delivery sends meanwhile is delivered at least once,
-    /// as after any crash.
+    /// as after any crash. A save whose fence finds the lease lost raises the loop's `lost`
+    /// flag at once, which drops that delivery.
     pub(super) async fn record_behind(&self, lease: &Lease, progress: &mut Progress, to: Position) -> Result<(), Step> {
         self.saved(progress).await?;
         if progress.cursor.is_some_and(|cursor| cursor >= to) {
@@ -89,7 +90,16 @@ impl Runner {
         }
         let (pool, lease, stream, name) =
             (self.pool.clone(), lease.clone(), self.cursor_stream.clone(), self.cursor_name.clone());
-        let saving = tokio::spawn(async move { save(&pool, &lease, &stream, &name, to, None).await });
+        let raise_lost = self.raise_lost.clone();
+        let saving = tokio::spawn(async move {
+            let saved = save(&pool, &lease, &stream, &name, to, None).await;
+            // The delivery running beside is dropped at once: nothing more goes out under a
+            // lease the fence found lost.
+            if let Ok(Saved::LeaseLost) = saved {
+                raise_lost.send_replace(true);
+            }
+            saved
+        });
         progress.pass(to);
         progress.saving = Some((to, saving));
         Ok(())

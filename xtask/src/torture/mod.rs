@@ -1,0 +1,500 @@
+//! `cargo xtask torture [--profile ci|long] [--seed N] [--minutes M]`: writers, readers and
+//! sinks against two real `outbox serve` processes while faults are injected, then a
+//! recorded history checked against the table (SPEC §10).
+//!
+//! The run: a fresh database on the PostgreSQL the tests use, migrated by `outbox migrate`;
+//! the fault [`proxy`] in front of it; two servers with every role that reach the database
+//! only through the proxy; [`writers`] publishing through `outbox_pg` over the proxy;
+//! [`consumers`] (a `GET /events` pager and SSE clients, some filtered by type) reading
+//! from whichever server is up; and in each server a JSONL sink (one lease, one cursor, a
+//! file per process), a NATS sink and a Redis sink, to brokers of the run's own
+//! ([`brokers`]), read back at the end, and a webhook sink to the run's [`receiver`]. For the profile's length, [`faults`] drawn from the seed are
+//! injected and healed one after the other. Then the writers stop, every consumer drains
+//! until it caught up with the table (or stayed quiet for longer than a sink's lease), the
+//! truth is read from the table in `(txid, seq)` order, and the [`checker`] prints one line
+//! per consumer and every violation. The history is kept as JSON lines in
+//! `<target>/torture-runs/<seed>/`; the run fails on any violation.
+
+mod brokers;
+pub(crate) mod checker;
+mod consumers;
+mod faults;
+mod proxy;
+mod receiver;
+mod services;
+mod writers;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use outbox_core::Position;
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use self::brokers::Broker;
+use self::checker::{Consumer, Delivery, Received, Report, Row, Session, Writes};
+use self::consumers::Recorder;
+use self::faults::Targets;
+use self::receiver::Receiver;
+use self::services::{Database, OTHER_TENANT, Ports, Server, ServerSetup, TENANT};
+
+/// How long and how hard a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Profile {
+    /// A few minutes, what CI runs.
+    Ci,
+    /// Half an hour or more.
+    Long,
+}
+
+impl Profile {
+    fn minutes(self) -> f64 {
+        match self {
+            Profile::Ci => 3.0,
+            Profile::Long => 30.0,
+        }
+    }
+
+    fn writers(self) -> writers::WriterPlan {
+        match self {
+            Profile::Ci => writers::WriterPlan {
+                writers: 16,
+                slow_max: Duration::from_millis(1500),
+                pause_max: Duration::from_millis(100),
+            },
+            Profile::Long => writers::WriterPlan {
+                writers: 24,
+                slow_max: Duration::from_secs(3),
+                pause_max: Duration::from_millis(20),
+            },
+        }
+    }
+}
+
+/// The run's options.
+pub(crate) struct Options {
+    pub(crate) profile: Profile,
+    pub(crate) seed: Option<u64>,
+    pub(crate) minutes: Option<f64>,
+    /// The `outbox` binary to run; `None`: `OUTBOX_BIN`, or built ([`build_outbox`]).
+    pub(crate) binary: Option<PathBuf>,
+}
+
+/// How many servers run.
+const SERVERS: usize = 2;
+
+/// How many writers publish through `POST /events` (besides the profile's writers through
+/// `outbox_pg`).
+const HTTP_WRITERS: usize = 4;
+
+/// The sinks every server runs: `archive` (JSONL: one lease and cursor, each process
+/// appending to its own file), `bus` (NATS), `feed` (Redis) and `hooks` (webhook).
+const SINK_IDS: [&str; 4] = ["archive", "bus", "feed", "hooks"];
+
+/// The webhook sink's signing secret (the SPEC's example).
+const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// How many brokers run (NATS, Redis).
+const BROKERS: usize = 2;
+
+/// How long a drain waits, at most, after the last event any consumer received: longer than
+/// a sink's lease (30 s), so that a sink whose holder died is taken over.
+const DRAIN_QUIET: Duration = Duration::from_secs(45);
+
+/// `cargo xtask torture`.
+pub(crate) fn run(options: Options) -> anyhow::Result<()> {
+    let seed = options.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    let minutes = options.minutes.unwrap_or(options.profile.minutes());
+    let length = Duration::from_secs_f64(minutes * 60.0);
+    println!("torture: seed {seed}, profile {:?}, {minutes} minutes of faults", options.profile);
+    println!("torture: rerun with `cargo xtask torture --seed {seed} --minutes {minutes}`");
+    let binary = match options.binary {
+        Some(binary) => binary,
+        None => build_outbox()?,
+    };
+    let postgres = crate::services::postgres()?;
+    let dir = crate::services::target_dir()?.join("torture-runs").join(seed.to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let report = crate::runtime()?.block_on(run_with(&binary, &postgres.url(), &dir, seed, options.profile, length))?;
+    print!("{}", report.summary(50));
+    println!("torture: history in {}", dir.display());
+    if !report.passed() {
+        bail!("torture: {} violations (seed {seed})", report.violations.len());
+    }
+    println!("torture: passed (seed {seed})");
+    Ok(())
+}
+
+/// The `outbox` binary: `OUTBOX_BIN` when set, otherwise built (debug) into a target
+/// directory of its own, `<target>/torture`: `cargo build -p outbox-server` unifies features
+/// otherwise than the build of xtask, so sharing one directory would make each rebuild what
+/// the other just built (the end-to-end tests do the same for the same reason).
+fn build_outbox() -> anyhow::Result<PathBuf> {
+    if let Some(binary) = std::env::var_os("OUTBOX_BIN") {
+        let binary = PathBuf::from(binary);
+        if !binary.is_file() {
+            bail!("OUTBOX_BIN names {}, which is not a file", binary.display());
+        }
+        println!("torture: running {}", binary.display());
+        return Ok(binary);
+    }
+    let target = crate::services::target_dir()?.join("torture");
+    println!("torture: building the outbox binary into {}", target.display());
+    let status = std::process::Command::new(crate::services::cargo())
+        .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox", "--target-dir"])
+        .arg(&target)
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("building the outbox binary failed ({status})");
+    }
+    Ok(target.join("debug").join("outbox"))
+}
+
+async fn run_with(
+    binary: &Path,
+    admin_url: &str,
+    dir: &Path,
+    seed: u64,
+    profile: Profile,
+    length: Duration,
+) -> anyhow::Result<Report> {
+    let database = Database::create(admin_url, seed, binary).await?;
+    let admin = sqlx::PgPool::connect(&database.direct_url).await?;
+    sqlx::query(writers::SIDE_TABLE).execute(&admin).await?;
+    let upstream = pg_address(&database.direct_url)?;
+    let proxy = proxy::Proxy::start(upstream).await?;
+    let proxied = services::through(&database.direct_url, proxy.addr().port());
+    let mut brokers = tokio::task::block_in_place(|| -> anyhow::Result<Vec<Broker>> {
+        Ok(vec![Broker::nats(dir)?, Broker::redis(dir)?])
+    })?;
+    let receiver = Receiver::start().await?;
+    let setup = ServerSetup {
+        binary: binary.to_owned(),
+        dir: dir.to_owned(),
+        database_url: proxied.clone(),
+        sinks: sinks_config(dir, &brokers, &receiver),
+    };
+    let mut servers = tokio::task::block_in_place(|| {
+        (0..SERVERS).map(|number| Server::start(number, &setup)).collect::<anyhow::Result<Vec<_>>>()
+    })?;
+    let ports: Ports = Arc::new(Mutex::new(servers.iter().map(Server::port).collect()));
+    println!("torture: {SERVERS} servers up, the database through the proxy at {}", proxy.addr());
+
+    let stop_writers = Arc::new(AtomicBool::new(false));
+    let writing = tokio::spawn(writers::run(proxied, profile.writers(), seed, stop_writers.clone()));
+    let http_writing = tokio::spawn(writers::run_http(ports.clone(), HTTP_WRITERS, seed, stop_writers.clone()));
+    let stop_readers = Arc::new(AtomicBool::new(false));
+    let recorders = start_consumers(&ports, seed, &stop_readers);
+
+    let started = Instant::now();
+    let progress = tokio::spawn(report_progress(recorders.clone(), proxy.clone(), started));
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    {
+        let mut targets = Targets {
+            servers: &mut servers,
+            brokers: &mut brokers,
+            receiver: &receiver,
+            ports: &ports,
+            proxy: &proxy,
+            admin: &admin,
+            database: &database.name,
+            started,
+        };
+        for (gap, fault) in faults::schedule(seed, length, SERVERS, BROKERS) {
+            tokio::time::sleep(gap).await;
+            targets.inject(&fault).await?;
+            *counts.entry(fault.kind()).or_default() += 1;
+        }
+        let left = length.saturating_sub(started.elapsed());
+        tokio::time::sleep(left).await;
+        targets.heal()?;
+    }
+    progress.abort();
+    let counted: Vec<String> = counts.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+    println!("torture: faults injected: {}", counted.join(", "));
+
+    stop_writers.store(true, Ordering::SeqCst);
+    let mut writes = writing.await??;
+    let http = http_writing.await??;
+    let resolved = writers::resolve_tokens(&admin, &http.unknown_tokens).await?;
+    println!(
+        "torture: POST /events: {} events acknowledged, {} whose answer never came ({} of them stored), {} refusals",
+        http.writes.committed.len(),
+        http.unknown_tokens.len(),
+        resolved.len(),
+        http.refused
+    );
+    writes.committed.extend(http.writes.committed.iter().cloned());
+    writes.unknown.extend(resolved);
+    println!("torture: writers stopped; draining");
+    let truth = read_truth(&admin).await?;
+    drain(&truth, &recorders, &admin).await;
+    stop_readers.store(true, Ordering::SeqCst);
+    for server in &mut servers {
+        tokio::task::block_in_place(|| server.stop());
+    }
+
+    let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take()).collect();
+    consumers.push(sink_record(dir)?);
+    let mut hooks = read_back("sink hooks (webhook receiver)", receiver.record());
+    hooks.delivery = Delivery::Interleaved;
+    hooks.split_redeliveries();
+    consumers.push(hooks);
+    let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url()).await?;
+    consumers.push(read_back("sink bus (nats, read back)", nats));
+    let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url(), &[TENANT, OTHER_TENANT]).await?;
+    consumers.push(read_back("sink feed (redis, read back)", redis));
+    keep_history(dir, &truth, &writes, &consumers)?;
+    let mut report = checker::check(&truth, &writes, &consumers);
+    if nats_wrong > 0 {
+        report.violations.push(format!("nats: {nats_wrong} messages whose Nats-Msg-Id is not their event's id"));
+    }
+    if redis_wrong > 0 {
+        report.violations.push(format!("redis: {redis_wrong} entries whose id is not their event's position"));
+    }
+    if http.refused > 0 {
+        report.violations.push(format!("POST /events: {} valid publishes refused with a 4xx", http.refused));
+    }
+    report_dead_letters(&admin).await?;
+    admin.close().await;
+    if report.passed() {
+        database.drop_database().await?;
+    }
+    Ok(report)
+}
+
+/// Every 30 s: how much each consumer received, and the proxy's connections.
+async fn report_progress(recorders: Vec<Arc<Recorder>>, proxy: proxy::Proxy, started: Instant) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let counts: Vec<String> =
+            recorders.iter().map(|recorder| format!("{} {}", recorder.name(), recorder.received())).collect();
+        println!(
+            "torture: t={:>6.1}s received: {}; {} connections through the proxy",
+            started.elapsed().as_secs_f64(),
+            counts.join(", "),
+            proxy.accepted()
+        );
+    }
+}
+
+/// The address of the PostgreSQL server `url` names.
+fn pg_address(url: &str) -> anyhow::Result<std::net::SocketAddr> {
+    let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    let host = match options.get_host() {
+        "localhost" => "127.0.0.1",
+        host if host.starts_with('/') => bail!("the torture run reaches PostgreSQL over TCP; {url} is a socket"),
+        host => host,
+    };
+    let mut addresses = std::net::ToSocketAddrs::to_socket_addrs(&(host, options.get_port()))?;
+    addresses.next().context("PostgreSQL's address")
+}
+
+/// The pager and the SSE clients, started.
+fn start_consumers(ports: &Ports, seed: u64, stop: &Arc<AtomicBool>) -> Vec<Arc<Recorder>> {
+    let mut recorders = Vec::new();
+    let pager = Recorder::new("pager", &[], Delivery::Exact);
+    tokio::spawn(consumers::pager(pager.clone(), ports.clone(), seed, stop.clone()));
+    recorders.push(pager);
+    let streams: [(&str, &[&str]); 4] =
+        [("sse-all-a", &[]), ("sse-all-b", &[]), ("sse-node", &["node.*"]), ("sse-pool-created", &["pool.created"])];
+    for (n, (name, types)) in streams.into_iter().enumerate() {
+        let recorder = Recorder::new(name, types, Delivery::Exact);
+        let query = if types.is_empty() { "*".to_owned() } else { types.join(",") };
+        let seed = seed.wrapping_add(1 + n as u64);
+        tokio::spawn(consumers::sse(recorder.clone(), query, ports.clone(), seed, stop.clone()));
+        recorders.push(recorder);
+    }
+    recorders
+}
+
+/// The table in `(txid, seq)` order, once no writer runs.
+async fn read_truth(admin: &sqlx::PgPool) -> anyhow::Result<Vec<Row>> {
+    let rows: Vec<(String, i64, String, String, String)> = sqlx::query_as(
+        // Ordered by the columns themselves, not by the text of the transaction id.
+        "SELECT o.txid::text, o.seq, o.payload->>'id', o.payload->>'tenantId', o.topic FROM outbox o
+         ORDER BY o.txid, o.seq",
+    )
+    .fetch_all(admin)
+    .await?;
+    rows.into_iter()
+        .map(|(txid, seq, id, tenant, event_type)| {
+            let position = Position { txid: txid.parse()?, seq: u64::try_from(seq)? };
+            Ok(Row { id, position, tenant, event_type })
+        })
+        .collect()
+}
+
+/// Waits until every reader received the last event it should and every sink's cursor
+/// passed the last row, or all readers stayed quiet for [`DRAIN_QUIET`].
+async fn drain(truth: &[Row], recorders: &[Arc<Recorder>], admin: &sqlx::PgPool) {
+    let started = Instant::now();
+    let last = truth.last().map(|row| row.position);
+    loop {
+        let readers_done = recorders.iter().all(|recorder| caught_up(truth, &recorder.take()));
+        let sinks_done = match last {
+            None => true,
+            Some(last) => sink_cursors(admin)
+                .await
+                .is_ok_and(|cursors| cursors.len() == SINK_IDS.len() && cursors.iter().all(|cursor| *cursor >= last)),
+        };
+        if readers_done && sinks_done {
+            println!("torture: drained in {:.1?}", started.elapsed());
+            return;
+        }
+        let quiet = recorders.iter().map(|recorder| recorder.quiet_for()).min().unwrap_or_default();
+        if quiet > DRAIN_QUIET && started.elapsed() > DRAIN_QUIET {
+            println!("torture: every consumer quiet for {quiet:.0?}; checking what it has");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Whether `consumer` received the last event of the truth that it should.
+fn caught_up(truth: &[Row], consumer: &Consumer) -> bool {
+    let patterns: Vec<outbox_core::Pattern> =
+        consumer.types.iter().filter_map(|text| outbox_core::Pattern::parse(text).ok()).collect();
+    let last = truth.iter().rev().find(|row| {
+        consumer.tenant.as_ref().is_none_or(|tenant| *tenant == row.tenant)
+            && (patterns.is_empty() || patterns.iter().any(|pattern| pattern.matches(&row.event_type)))
+    });
+    let Some(last) = last else { return true };
+    consumer.sessions.iter().flat_map(|session| &session.received).any(|received| received.id == last.id)
+}
+
+/// The saved cursors of the run's sinks.
+async fn sink_cursors(admin: &sqlx::PgPool) -> anyhow::Result<Vec<Position>> {
+    let names: Vec<String> = SINK_IDS.iter().map(|id| format!("sink:{id}")).collect();
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT txid::text, seq FROM outbox_cursors WHERE stream = 'outbox' AND name = ANY($1)")
+            .bind(&names)
+            .fetch_all(admin)
+            .await?;
+    rows.into_iter().map(|(txid, seq)| Ok(Position { txid: txid.parse()?, seq: u64::try_from(seq)? })).collect()
+}
+
+/// Prints the dead letters of every sink (each is an event its sink did not deliver).
+async fn report_dead_letters(admin: &sqlx::PgPool) -> anyhow::Result<()> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT sink, count(*) FROM outbox_dead_letters GROUP BY sink ORDER BY sink")
+            .fetch_all(admin)
+            .await?;
+    for (sink, count) in rows {
+        println!("torture: sink {sink} dead-lettered {count} events");
+    }
+    Ok(())
+}
+
+/// The `[[sinks]]` of every server: JSONL to a file of its own, NATS and Redis to the run's
+/// brokers, webhook to the run's receiver.
+fn sinks_config(dir: &Path, brokers: &[Broker], receiver: &Receiver) -> String {
+    format!(
+        "[[sinks]]\nid = \"{jsonl}\"\nkind = \"jsonl\"\npath = \"{dir}/sink-{{server}}.jsonl\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{nats}\"\nkind = \"nats\"\nurl = \"{nats_url}\"\nsubject = \"torture.{{tenantId}}.{{type}}\"\n\
+         stream = \"{stream}\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{redis}\"\nkind = \"redis\"\nurl = \"{redis_url}\"\nkey = \"torture:{{tenantId}}\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{webhook}\"\nkind = \"webhook\"\nurl = \"{hook_url}\"\nsecret = \"{WEBHOOK_SECRET}\"\n\
+         batch = 50\n",
+        jsonl = SINK_IDS[0],
+        webhook = SINK_IDS[3],
+        hook_url = receiver.url,
+        nats = SINK_IDS[1],
+        redis = SINK_IDS[2],
+        dir = dir.display(),
+        nats_url = brokers[0].url(),
+        redis_url = brokers[1].url(),
+        stream = brokers::NATS_STREAM,
+    )
+}
+
+/// A broker's read-back: one session that must hold every event once, in order.
+fn read_back(name: &str, received: Vec<Received>) -> Consumer {
+    Consumer {
+        name: name.to_owned(),
+        tenant: None,
+        types: Vec::new(),
+        delivery: Delivery::Exact,
+        durable: true,
+        sessions: vec![Session { after: None, received }],
+    }
+}
+
+#[derive(Deserialize)]
+struct SinkLine {
+    id: String,
+    sequence: Position,
+}
+
+/// The JSONL sink's record: each server's file (what that process delivered while it held
+/// the lease) cut into sessions wherever a position does not increase.
+fn sink_record(dir: &Path) -> anyhow::Result<Consumer> {
+    let mut sessions = Vec::new();
+    let mut torn = 0;
+    for n in 0..SERVERS {
+        let Ok(text) = std::fs::read_to_string(dir.join(format!("sink-{n}.jsonl"))) else { continue };
+        let mut received = Vec::new();
+        for line in text.lines() {
+            match serde_json::from_str::<SinkLine>(line) {
+                Ok(line) => received.push(Received { id: line.id, position: line.sequence }),
+                // A line torn by a kill mid-write; the batch is delivered again.
+                Err(_) => torn += 1,
+            }
+        }
+        let mut file = Consumer {
+            name: String::new(),
+            tenant: None,
+            types: Vec::new(),
+            delivery: Delivery::Redelivering,
+            durable: true,
+            sessions: vec![Session { after: None, received }],
+        };
+        file.split_redeliveries();
+        sessions.extend(file.sessions.into_iter().filter(|session| !session.received.is_empty()));
+    }
+    if torn > 0 {
+        println!("torture: {torn} torn lines in the sink's files (skipped, as readers do)");
+    }
+    Ok(Consumer {
+        name: format!("sink {} (jsonl)", SINK_IDS[0]),
+        tenant: None,
+        types: Vec::new(),
+        delivery: Delivery::Interleaved,
+        durable: true,
+        sessions,
+    })
+}
+
+/// Writes the truth, the writers' outcomes and every consumer's sessions as JSON lines.
+fn keep_history(dir: &Path, truth: &[Row], writes: &Writes, consumers: &[Consumer]) -> anyhow::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("truth.jsonl"))?);
+    for row in truth {
+        writeln!(file, "{}", serde_json::to_string(row)?)?;
+    }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("writes.jsonl"))?);
+    let outcomes =
+        [("committed", &writes.committed), ("rolled_back", &writes.rolled_back), ("unknown", &writes.unknown)];
+    for (outcome, ids) in outcomes {
+        for id in ids {
+            writeln!(file, "{}", serde_json::json!({ "id": id, "outcome": outcome }))?;
+        }
+    }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("consumers.jsonl"))?);
+    for consumer in consumers {
+        for (number, session) in consumer.sessions.iter().enumerate() {
+            let line = serde_json::json!({
+                "consumer": consumer.name, "session": number, "after": session.after, "received": session.received,
+            });
+            writeln!(file, "{line}")?;
+        }
+    }
+    Ok(())
+}
