@@ -138,7 +138,12 @@ async fn the_write_path_migrations_keep_the_events_already_written() {
     Migrator::through("core/0014_sql_publishing").unwrap().run(&db.pool).await.unwrap();
     let old: Vec<outbox_core::NewEvent> = (0..300)
         .map(|n| {
-            outbox_core::NewEvent::new("node.joined", ["acme", "globex"][n % 2], format!("node/n{n}"), serde_json::json!({"n": n}))
+            outbox_core::NewEvent::new(
+                "node.joined",
+                ["acme", "globex"][n % 2],
+                format!("node/n{n}"),
+                serde_json::json!({"n": n}),
+            )
         })
         .collect();
     for chunk in old.chunks(100) {

@@ -92,7 +92,10 @@ async fn sql_and_rust_publishing_write_the_same_event_shape() {
     // Whichever way the event was written, its time is its row's created_at cut to
     // milliseconds (one reading of the clock per statement), and the payload holds no copy.
     let stored: Vec<(Option<String>, time::OffsetDateTime)> =
-        sqlx::query_as("SELECT payload->>'time', created_at FROM outbox ORDER BY seq").fetch_all(&db.pool).await.unwrap();
+        sqlx::query_as("SELECT payload->>'time', created_at FROM outbox ORDER BY seq")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
     assert!(stored.iter().all(|(copy, _)| copy.is_none()), "no time in any payload: {stored:?}");
     for (event, (_, created)) in events.iter().zip(&stored) {
         assert_eq!(event.time, outbox_core::millis::truncate(*created), "{}", event.id);
