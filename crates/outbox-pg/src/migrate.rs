@@ -76,6 +76,7 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0011_clock_cached", include_str!("../../../migrations/core/0011_clock_cached.sql")),
         Migration::new("core/0012_webhooks", include_str!("../../../migrations/core/0012_webhooks.sql")),
         Migration::new("core/0014_sql_publishing", include_str!("../../../migrations/core/0014_sql_publishing.sql")),
+        Migration::new("core/0017_cursor_ordinals", include_str!("../../../migrations/core/0017_cursor_ordinals.sql")),
     ]
 }
 
@@ -334,6 +335,6 @@ mod tests {
     #[test]
     fn embedded_core_migrations_are_valid() {
         Migrator::new().check().unwrap();
-        assert_eq!(core_migrations().len(), 7);
+        assert_eq!(core_migrations().len(), 8);
     }
 }
