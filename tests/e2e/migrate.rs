@@ -32,6 +32,7 @@ async fn migrate_applies_then_reports_current_and_dry_run_lists_nothing() {
             "core/0011_clock_cached",
             "core/0012_webhooks",
             "core/0014_sql_publishing",
+            "core/0017_cursor_ordinals",
             "server/0001_revocations"
         ]
     );

@@ -90,6 +90,7 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0011_clock_cached",
             "core/0012_webhooks",
             "core/0014_sql_publishing",
+            "core/0017_cursor_ordinals",
             "app/0001_init",
             "app/0002_more"
         ]
