@@ -28,8 +28,11 @@ pub(super) struct Progress {
     /// How many of the sink's events lie at or before `after`.
     ordinal: i64,
     /// A cursor save running beside the next delivery, and the position and ordinal it saves.
-    saving: Option<(Position, i64, JoinHandle<Result<Saved, Failure>>)>,
+    saving: Option<(Position, i64, SaveTask)>,
 }
+
+/// A cursor save running in a task of its own.
+type SaveTask = JoinHandle<Result<Saved, Failure>>;
 
 impl Progress {
     /// Nothing known yet: the cursor is loaded by the first step.
