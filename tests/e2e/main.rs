@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `outbox` binary against a real PostgreSQL.
 
+mod brokers;
 mod config;
 mod console;
 mod dev;

@@ -52,7 +52,7 @@ fn mixed(n: usize) -> Vec<NewEvent> {
         .collect()
 }
 
-fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     format!("{prefix}{}", ulid_like())
 }
 
@@ -83,14 +83,14 @@ impl Drop for ConfigFile {
 }
 
 /// `outbox serve --roles R --config F` on `db`, and the address it listens on.
-fn serve(db: &TestDb, roles: &str, config: &ConfigFile) -> (Process, SocketAddr) {
+pub(crate) fn serve(db: &TestDb, roles: &str, config: &ConfigFile) -> (Process, SocketAddr) {
     let args = ["serve", "--listen", "127.0.0.1:0", "--roles", roles, "--config", config.path()];
     let mut process = Process::spawn(&args, &[("DATABASE_URL", &db.url), ("OUTBOX_JWT_SECRET", SECRET)]);
     let rest = process.line_after("outbox serve: listening on http://", Duration::from_secs(60));
     (process, rest.split_whitespace().next().unwrap().parse().expect("a printed address"))
 }
 
-async fn cursor_of(db: &TestDb, sink: &str) -> Option<Position> {
+pub(crate) async fn cursor_of(db: &TestDb, sink: &str) -> Option<Position> {
     outbox_pg::internal::cursor::load(&db.pool, "outbox", &format!("sink:{sink}")).await.unwrap()
 }
 
@@ -99,7 +99,7 @@ async fn cursor_of(db: &TestDb, sink: &str) -> Option<Position> {
 /// kills the process with SIGKILL there, releases the lock and expires the dead process's lease
 /// (by the database clock). The batch was delivered, never recorded: the restarted process
 /// delivers it again. (A table lock takes no transaction id, so it holds no reader back.)
-async fn kill_between_delivery_and_record<F: Future<Output = usize>>(
+pub(crate) async fn kill_between_delivery_and_record<F: Future<Output = usize>>(
     db: &TestDb,
     config: &ConfigFile,
     id: &str,
@@ -125,7 +125,7 @@ async fn kill_between_delivery_and_record<F: Future<Output = usize>>(
 
 /// Restarts the sinks and waits until sink `id` recorded `last`; then stops the process with
 /// SIGTERM, which exits 0 and releases the lease.
-async fn restart_until_recorded(db: &TestDb, config: &ConfigFile, id: &str, last: Position) {
+pub(crate) async fn restart_until_recorded(db: &TestDb, config: &ConfigFile, id: &str, last: Position) {
     let (mut again, _) = serve(db, "sinks", config);
     wait_for("the restarted process to record the last event", Duration::from_secs(60), || async {
         cursor_of(db, id).await == Some(last)

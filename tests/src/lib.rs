@@ -84,8 +84,9 @@ pub mod standard_webhooks {
 }
 
 pub mod services {
-    //! The real NATS and Redis servers the tests use. A test that needs one that does not
-    //! answer panics naming it: a broker test never passes without its broker.
+    //! The real NATS, Redis, RabbitMQ (stream protocol) and Kafka-protocol brokers the tests
+    //! use. A test that needs one that does not answer panics naming it: a broker test never
+    //! passes without its broker.
 
     use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
     use std::time::Duration;
@@ -102,6 +103,38 @@ pub mod services {
         let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
         require("Redis", "REDIS_URL", &url);
         url
+    }
+
+    /// `RABBITMQ_STREAM_URL`, default `rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f` (RabbitMQ
+    /// with its `rabbitmq_stream` plugin); see [`nats_url`].
+    pub fn rabbitmq_stream_url() -> String {
+        let url = std::env::var("RABBITMQ_STREAM_URL")
+            .unwrap_or_else(|_| "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f".into());
+        require("RabbitMQ streams (the rabbitmq_stream plugin)", "RABBITMQ_STREAM_URL", &url);
+        url
+    }
+
+    /// Where `cargo xtask services kafka` writes the bootstrap address of the broker it keeps
+    /// running (the same path as `xtask/src/services.rs`'s).
+    pub fn kafka_state_file() -> std::path::PathBuf {
+        std::env::temp_dir().join("outbox-services").join("kafka-bootstrap")
+    }
+
+    /// `KAFKA_BOOTSTRAP`, else the address `cargo xtask services kafka` wrote
+    /// ([`kafka_state_file`]); panics naming the service when no broker answers there.
+    pub fn kafka_bootstrap() -> String {
+        let bootstrap = std::env::var("KAFKA_BOOTSTRAP")
+            .ok()
+            .or_else(|| std::fs::read_to_string(kafka_state_file()).ok().map(|text| text.trim().to_owned()));
+        let Some(bootstrap) = bootstrap.filter(|b| !b.is_empty()) else {
+            panic!(
+                "Kafka is not running: this test needs a Kafka-protocol broker. Start one (`cargo xtask services kafka` \
+                 or `cargo xtask test` does) or set KAFKA_BOOTSTRAP."
+            );
+        };
+        let first = bootstrap.split(',').next().unwrap_or_default().to_owned();
+        require("Kafka", "KAFKA_BOOTSTRAP", &format!("kafka://{first}"));
+        bootstrap
     }
 
     fn require(service: &str, variable: &str, url: &str) {

@@ -1,6 +1,8 @@
-//! `cargo xtask bench sinks`: events/s through the `nats` and `redis` sinks against bare
-//! client loops and a bare relay, side by side in one run, printed as ratios. Targets: the
-//! nats sink ≥ 0.7 of a bare JetStream publish loop; the redis sink ≥ 0.9 of a bare relay
+//! `cargo xtask bench sinks`: events/s through the `nats`, `redis`, `kafka` and `rabbitmq`
+//! sinks against bare client loops and a bare relay, side by side in one run, printed as
+//! ratios. Targets: the nats sink ≥ 0.7 of a bare JetStream publish loop; the kafka sink ≥ 0.7
+//! of a bare idempotent producer loop to the same broker; the rabbitmq sink ≥ 0.7 of a bare
+//! named stream producer loop; the redis sink ≥ 0.9 of a bare relay
 //! (lease, reads, pipelined `XADD`s, a cursor save per batch: the least any relay to Redis
 //! does); one sink's throughput beside a sink that is down ≥ 0.9 of beside a healthy one.
 //! For reference, the redis sink and the bare relay against bare `XADD`s (what reading the
@@ -12,7 +14,8 @@
 //! are printed beside. `--socket` measures through the socket alone. The bare client loops
 //! touch no database and run once a round.
 //!
-//! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis); the
+//! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis, RabbitMQ
+//! streams, a Kafka-protocol broker); the
 //! measurement itself is `crates/outbox-workers/examples/bench_sinks.rs`, run in release
 //! mode, so that xtask does not need the broker clients. It gets the primary transport's
 //! server URL as `DATABASE_URL` and the one beside, when there is one, as
@@ -22,19 +25,23 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::services::{Transports, cargo, nats, postgres, redis};
+use crate::services::{Transports, cargo, kafka, nats, postgres, rabbitmq, redis};
 
 pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
+    let rabbitmq = rabbitmq()?;
+    let kafka = kafka()?;
     let over = transports.available(&postgres)?;
     let mut command = Command::new(cargo());
     command
         .args(["run", "--release", "--quiet", "-p", "outbox-workers", "--example", "bench_sinks"])
         .env("DATABASE_URL", postgres.url_over(over[0])?)
         .env("NATS_URL", &nats.url)
-        .env("REDIS_URL", &redis.url);
+        .env("REDIS_URL", &redis.url)
+        .env("RABBITMQ_STREAM_URL", &rabbitmq)
+        .env("KAFKA_BOOTSTRAP", &kafka);
     match over.get(1) {
         Some(&beside) => command.env("DATABASE_URL_BESIDE", postgres.url_over(beside)?),
         None => command.env_remove("DATABASE_URL_BESIDE"),

@@ -42,7 +42,7 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
 /// compiles only that part. Each line is (crate, what its graph may then not hold, why).
 const WITHOUT_DEFAULT_FEATURES: &[(&str, &[&str], &str)] = &[(
     "outbox-workers",
-    &["async-nats", "redis", "reqwest"],
+    &["async-nats", "redis", "reqwest", "rdkafka", "rabbitmq-stream-client"],
     "without its sink features, outbox-workers (subscribers, jsonl, retention) compiles no sink's client",
 )];
 

@@ -2,6 +2,7 @@
 //!
 //! - `migrate [--dry-run]`: apply the migrations to `DATABASE_URL`.
 //! - `test [-- <cargo test args>]`: bring up the services the tests need, then run every test.
+//! - `services [kafka|rabbitmq|nats|redis|postgres…]`: bring up those services and print their addresses.
 //! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the
 //!   tests, then the torture run's `ci` profile.
 //! - `bench publish | http | sinks | fanout`: measurements side by side, as ratios (`fanout`:
@@ -54,6 +55,11 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Bring up the named services (all when none is named) and print NAME=address lines.
+    Services {
+        /// Any of postgres, nats, redis, rabbitmq, kafka.
+        names: Vec<String>,
+    },
     /// Format check, clippy, dependency-graph rules, plan check, every test, then torture (ci).
     Ci,
     /// Benchmarks that print ratios measured side by side.
@@ -102,6 +108,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Migrate { dry_run } => migrate::run(dry_run),
         Command::Test { args } => services::run_tests(&args),
+        Command::Services { names } => services::run_services(&names),
         Command::Ci => ci::run(),
         Command::Bench { socket, which } => bench::run(which, services::Transports::new(socket)),
         Command::Explain { rows } => explain::run(rows),

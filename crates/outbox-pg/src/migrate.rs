@@ -78,6 +78,7 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0014_sql_publishing", include_str!("../../../migrations/core/0014_sql_publishing.sql")),
         Migration::new("core/0015_position_key", include_str!("../../../migrations/core/0015_position_key.sql")),
         Migration::new("core/0016_payload_time", include_str!("../../../migrations/core/0016_payload_time.sql")),
+        Migration::new("core/0017_cursor_ordinals", include_str!("../../../migrations/core/0017_cursor_ordinals.sql")),
     ]
 }
 
@@ -346,6 +347,6 @@ mod tests {
     #[test]
     fn embedded_core_migrations_are_valid() {
         Migrator::new().check().unwrap();
-        assert_eq!(core_migrations().len(), 9);
+        assert_eq!(core_migrations().len(), 10);
     }
 }

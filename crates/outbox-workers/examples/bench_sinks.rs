@@ -1,5 +1,6 @@
 //! The measurement behind `cargo xtask bench sinks` (which brings up the services and runs
-//! this with `DATABASE_URL`, `DATABASE_URL_BESIDE`, `NATS_URL` and `REDIS_URL` set).
+//! this with `DATABASE_URL`, `DATABASE_URL_BESIDE`, `NATS_URL`, `REDIS_URL`,
+//! `RABBITMQ_STREAM_URL` and `KAFKA_BOOTSTRAP` set).
 //!
 //! Events/s through the `nats` and `redis` sinks, each driven by a real dispatcher (reading
 //! the outbox, delivering, saving its cursor under its lease), against the bare client doing
@@ -10,7 +11,11 @@
 //! refused, retried every 10 to 100 ms). And a bare relay: the least any outbox relay to
 //! Redis does (a lease, the same reads of the outbox, the next page read while this one is
 //! written, pipelined `XADD`s per batch and a fenced cursor save per batch beside the next,
-//! as SPEC §7.1–7.2 ask), with no bisection, backoff or state.
+//! as SPEC §7.1–7.2 ask), with no bisection, backoff or state. And the `kafka` sink against
+//! a bare idempotent producer loop of the same records to the same broker (every delivery
+//! report of a batch awaited before the next), and the `rabbitmq` sink against a bare named
+//! stream producer sending the same messages with the same publishing ids (every confirm of a
+//! batch awaited before the next).
 //!
 //! PostgreSQL is reached at `DATABASE_URL`: over TCP, as users reach it (or through the Unix
 //! socket when the run asks for it alone), and the targets apply there. When
@@ -22,7 +27,8 @@
 //! other, the order reversed every other round), so the machine's noise falls on all of them.
 //!
 //! The lines printed are the rates, then the ratios with targets: the nats sink against bare
-//! JetStream (≥ 0.7), the redis sink against the bare relay (≥ 0.9: what the dispatcher costs
+//! JetStream (≥ 0.7), the kafka sink against the bare producer (≥ 0.7), the rabbitmq sink
+//! against the bare stream producer (≥ 0.7), the redis sink against the bare relay (≥ 0.9: what the dispatcher costs
 //! over what any relay must do), and the redis sink beside a downed nats sink against beside a
 //! healthy one (≥ 0.9); then, for reference, the redis sink and the bare relay against bare
 //! `XADD`s (what reading the outbox costs on this machine). Last, the CPU time per event of
@@ -51,6 +57,9 @@ use outbox_pg::{ReadPage, ReadRequest, read_page};
 use outbox_workers::config::{SinkConfig, SinkKind, build_spec};
 use outbox_workers::encoding::Encoder;
 use outbox_workers::{BackoffPolicy, Dispatcher, DispatcherConfig};
+use rabbitmq_stream_client::types::Message as StreamMessage;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::json;
 
 /// The `outbox` binary's allocator, so that the dispatcher runs as it would there.
@@ -67,10 +76,14 @@ enum Contender {
     RedisBesideHealthy,
     RedisBesideDown,
     BareRelay,
+    KafkaSink,
+    BareKafka,
+    RabbitmqSink,
+    BareRabbitmq,
 }
 
 impl Contender {
-    const ALL: [Contender; 7] = [
+    const ALL: [Contender; 11] = [
         Contender::NatsSink,
         Contender::BareNats,
         Contender::RedisSink,
@@ -78,6 +91,10 @@ impl Contender {
         Contender::RedisBesideHealthy,
         Contender::RedisBesideDown,
         Contender::BareRelay,
+        Contender::KafkaSink,
+        Contender::BareKafka,
+        Contender::RabbitmqSink,
+        Contender::BareRabbitmq,
     ];
 
     fn label(self) -> &'static str {
@@ -89,12 +106,16 @@ impl Contender {
             Contender::RedisBesideHealthy => "redis sink, nats sink healthy",
             Contender::RedisBesideDown => "redis sink, nats sink down",
             Contender::BareRelay => "bare relay: read, XADD, save",
+            Contender::KafkaSink => "kafka sink (dispatcher)",
+            Contender::BareKafka => "bare idempotent producer loop",
+            Contender::RabbitmqSink => "rabbitmq sink (dispatcher)",
+            Contender::BareRabbitmq => "bare stream producer loop",
         }
     }
 
     /// Whether it reads the outbox, and so runs over every transport.
     fn reads_outbox(self) -> bool {
-        !matches!(self, Contender::BareNats | Contender::BareXadd)
+        !matches!(self, Contender::BareNats | Contender::BareXadd | Contender::BareKafka | Contender::BareRabbitmq)
     }
 }
 
@@ -137,6 +158,8 @@ struct Bench {
     redis_url: String,
     jetstream: jetstream::Context,
     redis: redis::aio::MultiplexedConnection,
+    kafka_bootstrap: String,
+    rabbitmq_url: String,
 }
 
 /// What the runs of one contender over one transport (an index into the transports) took.
@@ -175,7 +198,10 @@ async fn main() {
     let jetstream = jetstream::new(async_nats::connect(&nats_url).await.expect("connecting to NATS"));
     let client = redis::Client::open(redis_url.as_str()).expect("Redis URL");
     let redis = client.get_multiplexed_async_connection().await.expect("connecting to Redis");
-    let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis };
+    let kafka_bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP: cargo xtask bench sinks sets it");
+    let rabbitmq_url = std::env::var("RABBITMQ_STREAM_URL")
+        .unwrap_or_else(|_| "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f".into());
+    let bench = Bench { events, batch, nats_url, redis_url, jetstream, redis, kafka_bootstrap, rabbitmq_url };
     eprintln!("bench sinks: published {count} events");
 
     let mut tallies: Vec<Tally> = chosen
@@ -265,6 +291,8 @@ impl Results {
         println!("  {:<38}{}", "", self.columns(8, |t| self.transports[t].to_owned()));
         for (ours, theirs, what, target) in [
             (Contender::NatsSink, Contender::BareNats, "nats sink / bare JetStream publish", Some(0.7)),
+            (Contender::KafkaSink, Contender::BareKafka, "kafka sink / bare producer", Some(0.7)),
+            (Contender::RabbitmqSink, Contender::BareRabbitmq, "rabbitmq sink / bare stream producer", Some(0.7)),
             (Contender::RedisSink, Contender::BareRelay, "redis sink / bare relay", Some(0.9)),
             (
                 Contender::RedisBesideDown,
@@ -475,6 +503,20 @@ impl Bench {
                 self.through_dispatcher(pool, &[config]).await
             }
             Contender::BareRelay => self.bare_relay(pool, tag).await,
+            Contender::KafkaSink => {
+                let mut config = SinkConfig::new(format!("kafka-{tag}"), SinkKind::Kafka);
+                config.brokers = Some(self.kafka_bootstrap.clone());
+                config.topic = Some(format!("{tag}.{{tenantId}}"));
+                self.through_dispatcher(pool, &[config]).await
+            }
+            Contender::BareKafka => self.bare_kafka(tag).await,
+            Contender::RabbitmqSink => {
+                let mut config = SinkConfig::new(format!("rabbitmq-{tag}"), SinkKind::Rabbitmq);
+                config.url = Some(self.rabbitmq_url.clone());
+                config.stream = Some(tag.to_owned());
+                self.through_dispatcher(pool, &[config]).await
+            }
+            Contender::BareRabbitmq => self.bare_rabbitmq(tag).await,
             Contender::BareXadd => self.bare_xadd(tag).await,
             Contender::RedisBesideHealthy | Contender::RedisBesideDown => {
                 let mut redis = SinkConfig::new(format!("redis-{tag}"), SinkKind::Redis);
@@ -494,10 +536,89 @@ impl Bench {
         }
     }
 
-    /// Deletes what a run on `tag` wrote (its Redis streams, its JetStream stream).
+    /// Deletes what a run on `tag` wrote (its Redis streams, its JetStream and RabbitMQ
+    /// streams; a Kafka topic stays).
     async fn clean_up(&self, tag: &str) {
         self.delete_keys(tag).await;
         self.delete_stream(tag).await;
+        if let Ok(environment) = self.rabbitmq_environment().await {
+            let _ = environment.delete_stream(tag).await;
+        }
+    }
+
+    async fn rabbitmq_environment(&self) -> Result<rabbitmq_stream_client::Environment, String> {
+        let endpoint = outbox_workers::sinks::RabbitmqEndpoint::parse(&self.rabbitmq_url)?;
+        endpoint.environment().await.map_err(|e| e.to_string())
+    }
+
+    /// The records the kafka sink produces (topic, key, headers, value) through an idempotent
+    /// producer configured as the sink's, every delivery report of a batch awaited before the next.
+    async fn bare_kafka(&self, tag: &str) -> Duration {
+        let producer: FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &self.kafka_bootstrap)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("partitioner", "murmur2_random")
+            .create()
+            .expect("a Kafka producer");
+        let encoder = Encoder::default();
+        let started = Instant::now();
+        for chunk in self.events.chunks(self.batch) {
+            let mut reports = Vec::with_capacity(chunk.len());
+            for event in chunk {
+                let (topic, payload, sequence) =
+                    (format!("{tag}.{}", event.tenant_id), encoder.encode(event), event.sequence.to_string());
+                let headers = OwnedHeaders::new_with_capacity(4)
+                    .insert(Header { key: "outbox-id", value: Some(event.id.as_str()) })
+                    .insert(Header { key: "outbox-type", value: Some(event.event_type.as_str()) })
+                    .insert(Header { key: "outbox-tenant", value: Some(event.tenant_id.as_str()) })
+                    .insert(Header { key: "outbox-sequence", value: Some(sequence.as_str()) });
+                let record = FutureRecord::to(&topic).key(event.subject.as_str()).payload(&payload).headers(headers);
+                reports.push(producer.send_result(record).map_err(|(e, _)| e).expect("produce"));
+            }
+            for report in reports {
+                report.await.expect("a delivery report").map_err(|(e, _)| e).expect("delivered");
+            }
+        }
+        started.elapsed()
+    }
+
+    /// The messages the rabbitmq sink publishes (body, properties, publishing ids from 1)
+    /// through a named producer on a fresh stream, every confirm of a batch awaited before the next.
+    async fn bare_rabbitmq(&self, tag: &str) -> Duration {
+        let environment = self.rabbitmq_environment().await.expect("connecting to RabbitMQ");
+        let started = Instant::now();
+        environment.stream_creator().create(tag).await.expect("creating the stream");
+        let mut producer = environment.producer().name(&format!("bare-{tag}")).build(tag).await.expect("a producer");
+        let encoder = Encoder::default();
+        for (chunk, first) in self.events.chunks(self.batch).zip((1..).step_by(self.batch)) {
+            let messages: Vec<StreamMessage> = chunk
+                .iter()
+                .zip(first..)
+                .map(|(event, id)| {
+                    let sequence = event.sequence.to_string();
+                    StreamMessage::builder()
+                        .body(encoder.encode(event))
+                        .properties()
+                        .content_type(encoder.content_type())
+                        .message_builder()
+                        .application_properties()
+                        .insert("outbox-id", event.id.as_str())
+                        .insert("outbox-type", event.event_type.as_str())
+                        .insert("outbox-tenant", event.tenant_id.as_str())
+                        .insert("outbox-subject", event.subject.as_str())
+                        .insert("outbox-sequence", sequence.as_str())
+                        .message_builder()
+                        .publishing_id(id)
+                        .build()
+                })
+                .collect();
+            let confirmed = producer.batch_send_with_confirm(messages).await.expect("publish");
+            assert!(confirmed.iter().all(|c| c.confirmed()), "every message confirmed");
+        }
+        let took = started.elapsed();
+        let _ = producer.close().await;
+        took
     }
 
     /// Time for the first of `sinks`, run by one dispatcher on `pool` with the others, to

@@ -5,6 +5,7 @@
 //! kind, an unknown key, or a missing required key is refused with a message that
 //! names the key (`sinks[billing].url`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,13 +16,17 @@ use serde::{Deserialize, Serialize};
 use crate::encoding::{DEFAULT_SOURCE, Encoder, Encoding};
 use crate::sink::check_id;
 use crate::sinks::JsonlSink;
+#[cfg(feature = "kafka")]
+use crate::sinks::KafkaSink;
 #[cfg(feature = "nats")]
 use crate::sinks::NatsSink;
+#[cfg(feature = "rabbitmq")]
+use crate::sinks::RabbitmqSink;
 #[cfg(feature = "redis")]
 use crate::sinks::RedisSink;
 #[cfg(feature = "webhook")]
 use crate::sinks::WebhookSink;
-#[cfg(any(feature = "nats", feature = "redis"))]
+#[cfg(any(feature = "nats", feature = "redis", feature = "kafka"))]
 use crate::template::Template;
 use crate::{Error, Result, Sink, SinkFilter, SinkSpec};
 
@@ -37,6 +42,10 @@ pub enum SinkKind {
     Redis,
     /// One JSON line per event appended to a file.
     Jsonl,
+    /// Kafka produce with an idempotent producer.
+    Kafka,
+    /// A RabbitMQ stream (the stream protocol) with a deduplicating named producer.
+    Rabbitmq,
 }
 
 impl SinkKind {
@@ -47,6 +56,8 @@ impl SinkKind {
             SinkKind::Nats => "nats",
             SinkKind::Redis => "redis",
             SinkKind::Jsonl => "jsonl",
+            SinkKind::Kafka => "kafka",
+            SinkKind::Rabbitmq => "rabbitmq",
         }
     }
 
@@ -57,6 +68,8 @@ impl SinkKind {
             SinkKind::Nats => cfg!(feature = "nats"),
             SinkKind::Redis => cfg!(feature = "redis"),
             SinkKind::Jsonl => true,
+            SinkKind::Kafka => cfg!(feature = "kafka"),
+            SinkKind::Rabbitmq => cfg!(feature = "rabbitmq"),
         }
     }
 }
@@ -87,19 +100,22 @@ pub struct SinkConfig {
     /// The CloudEvents `source` (encoding `cloudevents`); default `/outbox`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// webhook: the target (`http` or `https`); nats, redis: the server.
+    /// webhook: the target (`http` or `https`); nats, redis, rabbitmq: the server
+    /// (rabbitmq: `rabbitmq-stream://user:password@host:5552/%2f`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// webhook: the Standard Webhooks secret, `whsec_<base64>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
-    /// webhook, nats, redis: how long one request may take; default 10,000 ms.
+    /// webhook, nats, redis, rabbitmq: how long one request may take; kafka: how long a
+    /// message may wait for its delivery report (`message.timeout.ms`); default 10,000 ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// nats: the subject template; default `outbox.{tenantId}.{type}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
-    /// nats: a JetStream stream to create when absent, capturing the subject's fixed prefix.
+    /// nats: a JetStream stream to create when absent, capturing the subject's fixed prefix;
+    /// rabbitmq: the stream to publish to, created when absent (default `outbox`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
     /// nats: the duplicate window of a stream this sink creates; default 120 s.
@@ -114,6 +130,37 @@ pub struct SinkConfig {
     /// jsonl: the file to append to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
+    /// kafka: the bootstrap brokers, `host:port[,host:port…]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<String>,
+    /// kafka: the topic template; default `outbox.{tenantId}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// kafka: extra librdkafka properties, checked by librdkafka when the sink is built.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, PropertyValue>,
+}
+
+/// A `[sinks.properties]` value: librdkafka takes text, TOML may write a number or a boolean.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PropertyValue {
+    /// `"zstd"`.
+    Text(String),
+    /// `5`.
+    Integer(i64),
+    /// `true`.
+    Boolean(bool),
+}
+
+impl std::fmt::Display for PropertyValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PropertyValue::Text(text) => f.write_str(text),
+            PropertyValue::Integer(n) => write!(f, "{n}"),
+            PropertyValue::Boolean(b) => write!(f, "{b}"),
+        }
+    }
 }
 
 fn every_type() -> Vec<Pattern> {
@@ -134,20 +181,25 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_SUBJECT: &str = "outbox.{tenantId}.{type}";
 /// The default Redis key template.
 pub const DEFAULT_KEY: &str = "outbox:{tenantId}";
+/// The default Kafka topic template.
+pub const DEFAULT_TOPIC: &str = "outbox.{tenantId}";
 /// The default duplicate window of a JetStream stream the nats sink creates.
 pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 /// Which keys belong to which kind (the common keys belong to all).
 const KIND_KEYS: &[(&str, &[SinkKind])] = &[
-    ("url", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis]),
+    ("url", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Rabbitmq]),
     ("secret", &[SinkKind::Webhook]),
-    ("timeout_ms", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis]),
+    ("timeout_ms", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Kafka, SinkKind::Rabbitmq]),
     ("subject", &[SinkKind::Nats]),
-    ("stream", &[SinkKind::Nats]),
+    ("stream", &[SinkKind::Nats, SinkKind::Rabbitmq]),
     ("duplicate_window_secs", &[SinkKind::Nats]),
     ("key", &[SinkKind::Redis]),
     ("maxlen", &[SinkKind::Redis]),
     ("path", &[SinkKind::Jsonl]),
+    ("brokers", &[SinkKind::Kafka]),
+    ("topic", &[SinkKind::Kafka]),
+    ("properties", &[SinkKind::Kafka]),
 ];
 
 impl SinkConfig {
@@ -171,6 +223,9 @@ impl SinkConfig {
             key: None,
             maxlen: None,
             path: None,
+            brokers: None,
+            topic: None,
+            properties: BTreeMap::new(),
         }
     }
 
@@ -221,6 +276,9 @@ impl SinkConfig {
             ("key", self.key.is_some()),
             ("maxlen", self.maxlen.is_some()),
             ("path", self.path.is_some()),
+            ("brokers", self.brokers.is_some()),
+            ("topic", self.topic.is_some()),
+            ("properties", !self.properties.is_empty()),
         ];
         for (key, kinds) in KIND_KEYS {
             let given = present.iter().any(|(name, set)| name == key && *set);
@@ -231,8 +289,9 @@ impl SinkConfig {
         }
         let required: &[&str] = match self.kind {
             SinkKind::Webhook => &["url", "secret"],
-            SinkKind::Nats | SinkKind::Redis => &["url"],
+            SinkKind::Nats | SinkKind::Redis | SinkKind::Rabbitmq => &["url"],
             SinkKind::Jsonl => &["path"],
+            SinkKind::Kafka => &["brokers"],
         };
         for key in required {
             if !present.iter().any(|(name, set)| name == key && *set) {
@@ -264,8 +323,8 @@ impl SinkConfig {
         SinkFilter { tenant: self.tenant.clone(), types: self.types.clone() }
     }
 
-    /// Parses the template in `field` (`subject` or `key`), or `default` when it is absent.
-    #[cfg(any(feature = "nats", feature = "redis"))]
+    /// Parses the template in `field` (`subject`, `key` or `topic`), or `default` when it is absent.
+    #[cfg(any(feature = "nats", feature = "redis", feature = "kafka"))]
     pub(crate) fn template(&self, field: &str, given: Option<&str>, default: &str) -> Result<Template> {
         Template::parse(given.unwrap_or(default)).map_err(|reason| Error::config(self.key_name(field), reason))
     }
@@ -284,6 +343,10 @@ pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
         #[cfg(feature = "redis")]
         SinkKind::Redis => Box::new(RedisSink::from_config(config)?),
         SinkKind::Jsonl => Box::new(JsonlSink::from_config(config)?),
+        #[cfg(feature = "kafka")]
+        SinkKind::Kafka => Box::new(KafkaSink::from_config(config)?),
+        #[cfg(feature = "rabbitmq")]
+        SinkKind::Rabbitmq => Box::new(RabbitmqSink::from_config(config)?),
         #[allow(unreachable_patterns, reason = "reached only when a sink's feature is off")]
         _ => return Err(config.not_built()),
     })
@@ -311,6 +374,8 @@ mod tests {
             SinkKind::Nats => config.url = Some("nats://127.0.0.1:4222".into()),
             SinkKind::Redis => config.url = Some("redis://127.0.0.1:6379".into()),
             SinkKind::Jsonl => config.path = Some(std::env::temp_dir().join("outbox-config-unit.jsonl")),
+            SinkKind::Kafka => config.brokers = Some("127.0.0.1:9092".into()),
+            SinkKind::Rabbitmq => config.url = Some("rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f".into()),
         }
         config
     }
@@ -319,7 +384,9 @@ mod tests {
     #[test]
     fn a_kind_builds_when_its_feature_is_on_and_is_refused_naming_it_when_off() {
         assert!(SinkKind::Jsonl.is_built());
-        for kind in [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl] {
+        let kinds =
+            [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl, SinkKind::Kafka, SinkKind::Rabbitmq];
+        for kind in kinds {
             let built = build_sink(&minimal(kind));
             if kind.is_built() {
                 assert!(built.is_ok(), "{kind:?}: {:?}", built.err());

@@ -31,6 +31,17 @@ pub trait Sink: Send + Sync + 'static {
     /// Delivers `batch` (never empty), oldest first. `Ok` means every event was taken.
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>>;
 
+    /// Delivers `batch` as the dispatcher numbers it: `batch[i]` is the sink's event number
+    /// `first + i`, counted from 1 over every event the sink's loop was given (delivered or
+    /// dead-lettered), and saved beside its cursor. An event gets the same number every time
+    /// it is delivered, after a crash too, so a broker that drops a repeated publishing id
+    /// (a RabbitMQ named producer) can be handed these numbers. A dead letter's replay has no
+    /// number and goes through [`Sink::deliver`]. The default ignores the numbers.
+    fn deliver_numbered<'a>(&'a self, batch: &'a [Event], first: u64) -> BoxFuture<'a, Result<(), SinkError>> {
+        let _ = first;
+        self.deliver(batch)
+    }
+
     /// Gets ready to deliver (opens the broker connection, say), so that the first delivery
     /// does not wait for it. The dispatcher starts it when it takes the sink's lease, beside
     /// loading the cursor and reading the first events, and does not wait for it: a sink
@@ -108,6 +119,10 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
         (**self).deliver(batch)
     }
 
+    fn deliver_numbered<'a>(&'a self, batch: &'a [Event], first: u64) -> BoxFuture<'a, Result<(), SinkError>> {
+        (**self).deliver_numbered(batch, first)
+    }
+
     fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         (**self).prepare()
     }
@@ -120,6 +135,10 @@ impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
 
     fn deliver<'a>(&'a self, batch: &'a [Event]) -> BoxFuture<'a, Result<(), SinkError>> {
         (**self).deliver(batch)
+    }
+
+    fn deliver_numbered<'a>(&'a self, batch: &'a [Event], first: u64) -> BoxFuture<'a, Result<(), SinkError>> {
+        (**self).deliver_numbered(batch, first)
     }
 
     fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {

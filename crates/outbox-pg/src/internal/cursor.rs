@@ -14,6 +14,11 @@
 //!   statement; [`save_with_letter`] writes a dead letter in the same fenced transaction.
 //! - A cursor never moves backwards: the upsert changes the row only when the new
 //!   position is after the stored one (`(txid, seq)` compared as numbers).
+//! - Beside the position, a cursor keeps an **ordinal** (core/0017): how many of the
+//!   consumer's events lie at or before it, as the consumer counts them. The `_numbered`
+//!   functions save it with the position, in the same statement; [`load_mark`] reads both.
+//!   Rows after a position never change (the xmin rule), so a consumer that numbers them
+//!   from the saved ordinal gives each event the same number every time it delivers it.
 //!
 //! # Lifetime
 //!
@@ -47,6 +52,15 @@ pub fn sink_name(sink_id: &str) -> String {
     format!("sink:{sink_id}")
 }
 
+/// A cursor's position and its ordinal: the number of the consumer's events at or before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The position of the last row the consumer is done with.
+    pub position: Position,
+    /// How many of its events lie at or before `position` (0 when never counted).
+    pub ordinal: i64,
+}
+
 /// What [`advance`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advance {
@@ -78,13 +92,38 @@ pub async fn load<'e>(executor: impl PgExecutor<'e>, stream: &str, name: &str) -
     Ok(row.map(|(txid, seq)| position(txid, seq)))
 }
 
+/// The cursor `(stream, name)` with its ordinal, or `None` when it was never saved.
+pub async fn load_mark<'e>(executor: impl PgExecutor<'e>, stream: &str, name: &str) -> Result<Option<Mark>> {
+    let row: Option<(Xid8, i64, i64)> =
+        sqlx::query_as("SELECT txid, seq, ordinal FROM outbox_cursors WHERE stream = $1 AND name = $2")
+            .bind(stream)
+            .bind(name)
+            .fetch_optional(executor)
+            .await?;
+    Ok(row.map(|(txid, seq, ordinal)| Mark { position: position(txid, seq), ordinal }))
+}
+
 /// Moves the cursor `(stream, name)` forward to `to` inside a fenced transaction; never back.
+/// Its ordinal stays as it was.
 pub async fn advance(fenced: &mut Fenced, stream: &str, name: &str, to: Position) -> Result<Advance> {
+    advance_numbered(fenced, stream, name, to, None).await
+}
+
+/// Like [`advance`], also setting the ordinal to `ordinal` when the cursor moves (`None`:
+/// unchanged).
+pub async fn advance_numbered(
+    fenced: &mut Fenced,
+    stream: &str,
+    name: &str,
+    to: Position,
+    ordinal: Option<i64>,
+) -> Result<Advance> {
     let moved: Option<(Xid8, i64)> = sqlx::query_as(
-        "INSERT INTO outbox_cursors AS c (stream, name, txid, seq, updated_at)
-         VALUES ($1, $2, $3, $4, compute_now())
+        "INSERT INTO outbox_cursors AS c (stream, name, txid, seq, ordinal, updated_at)
+         VALUES ($1, $2, $3, $4, coalesce($5, 0), compute_now())
          ON CONFLICT (stream, name) DO UPDATE
-            SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at
+            SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at,
+                ordinal = coalesce($5, c.ordinal)
             WHERE (c.txid, c.seq) < (EXCLUDED.txid, EXCLUDED.seq)
          RETURNING txid, seq",
     )
@@ -92,6 +131,7 @@ pub async fn advance(fenced: &mut Fenced, stream: &str, name: &str, to: Position
     .bind(name)
     .bind(Xid8(to.txid))
     .bind(seq_column(to))
+    .bind(ordinal)
     .fetch_optional(&mut **fenced)
     .await?;
     if moved.is_some() {
@@ -114,7 +154,8 @@ pub enum Durability {
 
 /// The statement of [`save`]: the fence, the forward-only upsert and the stored position, in one.
 /// Binds: `$1..$3` the lease (name, holder, epoch), `$4` stream, `$5` name, `$6` txid, `$7` seq,
-/// `$8` the `synchronous_commit` of this transaction (`NULL`: unchanged).
+/// `$8` the `synchronous_commit` of this transaction (`NULL`: unchanged), `$9` the ordinal
+/// (`NULL`: unchanged).
 ///
 /// The fence's `FOR SHARE` row lock holds until the statement's own commit, so the lease
 /// cannot change hands between the check and the write. The last two columns read the row as
@@ -125,10 +166,11 @@ pub const SAVE_STATEMENT: &str = "WITH fence AS (
         WHERE name = $1 AND holder = $2 AND epoch = $3 AND expires_at > compute_now()
         FOR SHARE
     ), moved AS (
-        INSERT INTO outbox_cursors AS c (stream, name, txid, seq, updated_at)
-        SELECT $4, $5, $6, $7, compute_now() FROM fence
+        INSERT INTO outbox_cursors AS c (stream, name, txid, seq, ordinal, updated_at)
+        SELECT $4, $5, $6, $7, coalesce($9::bigint, 0), compute_now() FROM fence
         ON CONFLICT (stream, name) DO UPDATE
-           SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at
+           SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at,
+               ordinal = coalesce($9::bigint, c.ordinal)
            WHERE (c.txid, c.seq) < (EXCLUDED.txid, EXCLUDED.seq)
         RETURNING 1
     )
@@ -137,13 +179,27 @@ pub const SAVE_STATEMENT: &str = "WITH fence AS (
     LEFT JOIN outbox_cursors stored ON stored.stream = $4 AND stored.name = $5";
 
 /// Checks `lease`, moves the cursor forward to `to` and commits: one statement, one round
-/// trip, as durable as `durability` says.
+/// trip, as durable as `durability` says. The ordinal stays as it was.
 pub async fn save<'e>(
     executor: impl PgExecutor<'e>,
     lease: &Lease,
     stream: &str,
     name: &str,
     to: Position,
+    durability: Durability,
+) -> Result<Saved> {
+    save_numbered(executor, lease, stream, name, to, None, durability).await
+}
+
+/// Like [`save`], also setting the ordinal to `ordinal` when the cursor moves (`None`:
+/// unchanged), in the same statement: a position and its ordinal are saved together or not at all.
+pub async fn save_numbered<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &Lease,
+    stream: &str,
+    name: &str,
+    to: Position,
+    ordinal: Option<i64>,
     durability: Durability,
 ) -> Result<Saved> {
     let relaxed = (durability == Durability::Relaxed).then_some("off");
@@ -156,6 +212,7 @@ pub async fn save<'e>(
         .bind(Xid8(to.txid))
         .bind(seq_column(to))
         .bind(relaxed)
+        .bind(ordinal)
         .fetch_one(executor)
         .await?;
     Ok(match (held, moved, txid.zip(seq)) {
@@ -196,12 +253,27 @@ pub async fn save_with_letter(
     letter: &NewDeadLetter<'_>,
     durability: Durability,
 ) -> Result<Saved> {
+    save_with_letter_numbered(pool, lease, stream, name, (to, None), letter, durability).await
+}
+
+/// Like [`save_with_letter`], also setting the ordinal to `to.1` when the cursor moves (`None`:
+/// unchanged), in the same transaction.
+pub async fn save_with_letter_numbered(
+    pool: &PgPool,
+    lease: &Lease,
+    stream: &str,
+    name: &str,
+    to: (Position, Option<i64>),
+    letter: &NewDeadLetter<'_>,
+    durability: Durability,
+) -> Result<Saved> {
+    let (to, ordinal) = to;
     let Some(mut fenced) = begin_fenced(pool, lease).await? else { return Ok(Saved::LeaseLost) };
     if durability == Durability::Relaxed {
         sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *fenced).await?;
     }
     dead_letter::record(&mut fenced, letter).await?;
-    let advance = advance(&mut fenced, stream, name, to).await?;
+    let advance = advance_numbered(&mut fenced, stream, name, to, ordinal).await?;
     fenced.commit().await?;
     Ok(match advance {
         Advance::Moved => Saved::Moved,

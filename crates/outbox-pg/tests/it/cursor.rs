@@ -44,6 +44,57 @@ async fn a_cursor_moves_forward_only_and_only_under_its_lease() {
 }
 
 #[tokio::test]
+async fn an_ordinal_moves_with_its_position_in_the_same_fenced_save_and_only_then() {
+    let db = TestDb::new().await;
+    let name = sink_name("stream");
+    let a = acquire(&db.pool, &dispatch_name("stream"), "a", TTL).await.unwrap().unwrap();
+    let mark =
+        || async { cursor::load_mark(&db.pool, OUTBOX_STREAM, &name).await.unwrap().map(|m| (m.position, m.ordinal)) };
+    let save = |lease, to, ordinal| {
+        let (pool, name) = (db.pool.clone(), name.clone());
+        async move {
+            cursor::save_numbered(&pool, &lease, OUTBOX_STREAM, &name, to, ordinal, Durability::Flushed).await.unwrap()
+        }
+    };
+    assert_eq!(mark().await, None);
+    assert_eq!(save(a.clone(), Position::new(10, 5), Some(3)).await, Saved::Moved);
+    assert_eq!(mark().await, Some((Position::new(10, 5), 3)));
+    // A save that does not move the position does not move the ordinal either.
+    assert_eq!(save(a.clone(), Position::new(10, 5), Some(9)).await, Saved::AlreadyPast(Position::new(10, 5)));
+    assert_eq!(mark().await, Some((Position::new(10, 5), 3)));
+    // A save without an ordinal (a skip over other rows) keeps it.
+    assert_eq!(save(a.clone(), Position::new(10, 8), None).await, Saved::Moved);
+    assert_eq!(mark().await, Some((Position::new(10, 8), 3)));
+
+    let letter_event = publish_and_read_one(&db).await;
+    let letter = outbox_pg::internal::dead_letter::NewDeadLetter {
+        sink: "stream",
+        event: &letter_event,
+        error: "too large",
+        attempts: 5,
+        failing_for: Duration::from_secs(1),
+    };
+    let to = (Position::new(12, 1), Some(5));
+    let saved =
+        cursor::save_with_letter_numbered(&db.pool, &a, OUTBOX_STREAM, &name, to, &letter, Durability::Relaxed).await;
+    assert_eq!(saved.unwrap(), Saved::Moved);
+    assert_eq!(mark().await, Some((Position::new(12, 1), 5)));
+
+    // A lost lease saves neither.
+    clock::advance(&db.pool, TTL * 2).await.unwrap();
+    let _b = acquire(&db.pool, &dispatch_name("stream"), "b", TTL).await.unwrap().unwrap();
+    assert_eq!(save(a, Position::new(13, 1), Some(6)).await, Saved::LeaseLost);
+    assert_eq!(mark().await, Some((Position::new(12, 1), 5)));
+}
+
+async fn publish_and_read_one(db: &TestDb) -> outbox_core::Event {
+    let mut tx = db.pool.begin().await.unwrap();
+    publish_many(&mut *tx, &[crate::support::numbered(1)]).await.unwrap();
+    tx.commit().await.unwrap();
+    read_until(&db.pool, ReadRequest::all(), 1).await.remove(0)
+}
+
+#[tokio::test]
 async fn positions_compare_as_numbers_in_the_database_too() {
     let db = TestDb::new().await;
     let a = acquire(&db.pool, &dispatch_name("x"), "a", TTL).await.unwrap().unwrap();

@@ -92,6 +92,7 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0014_sql_publishing",
             "core/0015_position_key",
             "core/0016_payload_time",
+            "core/0017_cursor_ordinals",
             "app/0001_init",
             "app/0002_more"
         ]

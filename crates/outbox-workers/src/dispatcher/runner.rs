@@ -120,6 +120,9 @@ struct Work {
     reported_failure: bool,
     /// The loop's place on the shared tail while it is caught up (kept across waits).
     member: Option<outbox_pg::tail::Member>,
+    /// The ordinal before the first event of the page being delivered: `events[i]` is the
+    /// sink's event number `base + i + 1` ([`Sink::deliver_numbered`]).
+    base: i64,
 }
 
 /// One sink's loop and everything it needs.
@@ -188,6 +191,7 @@ impl Runner {
             delivered_in_round: false,
             reported_failure: false,
             member: None,
+            base: 0,
         };
         let end = self.work_on(lease, &mut work).await;
         // A save still running is waited for (never cut): the lease is released after it.
@@ -312,7 +316,8 @@ impl Runner {
     async fn skip(&self, lease: &Lease, work: &mut Work, page: &ReadPage) -> Step {
         work.progress.pass(page.next_after);
         if work.skip_saved_at.elapsed() >= SKIP_SAVE_INTERVAL {
-            if let Err(step) = self.record(lease, &mut work.progress, page.next_after, None).await {
+            let to = (page.next_after, work.progress.ordinal());
+            if let Err(step) = self.record(lease, &mut work.progress, to, None).await {
                 return step;
             }
             work.skip_saved_at = Instant::now();

@@ -39,13 +39,29 @@ maxlen = 1000000                    # optional, XADD MAXLEN ~
 id = "archive"
 kind = "jsonl"
 path = "/var/lib/outbox/events.jsonl"
+
+[[sinks]]
+id = "log"
+kind = "kafka"
+brokers = "127.0.0.1:9092"
+topic = "outbox.{tenantId}"         # placeholders as for nats
+[sinks.properties]                  # optional: librdkafka properties
+"compression.type" = "zstd"
+
+[[sinks]]
+id = "stream"
+kind = "rabbitmq"
+url = "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f"
+stream = "outbox"                   # created when absent
 "#;
 
 #[test]
 fn the_spec_example_parses_and_builds_every_sink() {
     let file: File = toml::from_str(SPEC_EXAMPLE).unwrap();
     let kinds: Vec<SinkKind> = file.sinks.iter().map(|s| s.kind).collect();
-    assert_eq!(kinds, [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl]);
+    let all =
+        [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl, SinkKind::Kafka, SinkKind::Rabbitmq];
+    assert_eq!(kinds, all);
     let billing = &file.sinks[0];
     assert_eq!((billing.tenant.as_deref(), billing.batch, billing.encoding), (Some("acme"), 100, Encoding::Json));
     assert_eq!(billing.filter().types[0].as_str(), "reservation.*");
@@ -98,7 +114,8 @@ fn every_mistake_names_its_key() {
         "id = \"x\"\nkind = \"webhook\"\nurl = \"http://h/\"\nsecret = \"AAAA\"",
         "sinks[x].secret: must start with whsec_",
     );
-    check("id = \"x\"\nkind = \"kafka\"", "unknown variant `kafka`");
+    check("id = \"x\"\nkind = \"kafka\"", "sinks[x].brokers: is required");
+    check("id = \"x\"\nkind = \"mqtt\"", "unknown variant `mqtt`");
     check("id = \"x\"\nkind = \"nats\"", "sinks[x].url: is required");
     check(
         "id = \"x\"\nkind = \"nats\"\nurl = \"nats://h\"\nsubject = \"a.{tenant}\"",
@@ -114,4 +131,44 @@ fn every_mistake_names_its_key() {
     );
     check("id = \"x\"\nkind = \"jsonl\"", "sinks[x].path: is required");
     check("id = \"x\"\nkind = \"jsonl\"\npath = \"/tmp/x\"\nencoding = \"protobuf\"", "sinks[x].encoding");
+}
+
+#[test]
+fn kafka_and_rabbitmq_mistakes_name_their_keys() {
+    let kafka = "id = \"x\"\nkind = \"kafka\"\nbrokers = \"127.0.0.1:9092\"";
+    check(kafka, "ok");
+    check(&format!("{kafka}\ntopic = \"t.{{tenantId}}.{{type}}\"\ntimeout_ms = 500"), "ok");
+    check(&format!("{kafka}\ntopic = \"t.{{tenant}}\""), "sinks[x].topic: unknown placeholder");
+    check(&format!("{kafka}\nurl = \"kafka://h\""), "sinks[x].url: belongs to kind");
+    check("id = \"x\"\nkind = \"kafka\"\nbrokers = \" \"", "sinks[x].brokers");
+    let properties = |table: &str| format!("{kafka}\n[sinks.properties]\n{table}");
+    check(
+        &properties("\"compression.type\" = \"zstd\"\n\"linger.ms\" = 20\n\"enable.gapless.guarantee\" = true"),
+        "ok",
+    );
+    check(
+        &properties("\"no.such.property\" = \"1\""),
+        "sinks[x].properties.\"no.such.property\": librdkafka refuses it",
+    );
+    check(
+        &properties("\"compression.type\" = \"brotli\""),
+        "sinks[x].properties.\"compression.type\": librdkafka refuses it",
+    );
+    check(&properties("\"acks\" = \"1\""), "sinks[x].properties.\"acks\": is set by the sink itself");
+    check(&properties("\"bootstrap.servers\" = \"h:1\""), "sinks[x].properties.\"bootstrap.servers\"");
+    check(
+        "id = \"x\"\nkind = \"nats\"\nurl = \"nats://h\"\n[sinks.properties]\n\"a\" = \"b\"",
+        "sinks[x].properties: belongs to kind kafka",
+    );
+
+    let rabbitmq = "id = \"x\"\nkind = \"rabbitmq\"\nurl = \"rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f\"";
+    check(rabbitmq, "ok");
+    check(&format!("{rabbitmq}\nstream = \"events\""), "ok");
+    check("id = \"x\"\nkind = \"rabbitmq\"", "sinks[x].url: is required");
+    check(
+        "id = \"x\"\nkind = \"rabbitmq\"\nurl = \"amqp://h\"",
+        "sinks[x].url: \"amqp://h\" must start with rabbitmq-stream://",
+    );
+    check(&format!("{rabbitmq}\nstream = \"\""), "sinks[x].stream");
+    check(&format!("{rabbitmq}\ntopic = \"t\""), "sinks[x].topic: belongs to kind kafka");
 }

@@ -239,7 +239,7 @@ impl Sleep {
     }
 }
 
-pub(crate) use outbox_e2e::services::{nats_url, redis_url};
+pub(crate) use outbox_e2e::services::{kafka_bootstrap, nats_url, rabbitmq_stream_url, redis_url};
 
 /// A short random suffix for names shared on a broker (streams, keys, subjects).
 pub(crate) fn unique(prefix: &str) -> String {
@@ -345,6 +345,17 @@ impl Sink for Interrupting {
                 return self.inner.deliver(batch).await;
             }
             self.inner.deliver(&batch[..batch.len() / 2]).await?;
+            self.interrupted.notify_one();
+            std::future::pending().await
+        })
+    }
+
+    fn deliver_numbered<'a>(&'a self, batch: &'a [Event], first: u64) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) != self.on_call {
+                return self.inner.deliver_numbered(batch, first).await;
+            }
+            self.inner.deliver_numbered(&batch[..batch.len() / 2], first).await?;
             self.interrupted.notify_one();
             std::future::pending().await
         })

@@ -18,6 +18,11 @@
 //!
 //! Calls per poison event in a batch of `n`: at most `1 + 2·⌈log2 n⌉` to isolate it,
 //! `max_attempts − 1` retries, one for its neighbour, then one for the rest.
+//!
+//! Every call numbers its events from the page's base ([`Work::base`], the cursor's ordinal
+//! when the page was read): a range, a single event or a neighbour gets the numbers of its
+//! place after the cursor, whichever way the page was split, and every save records the
+//! number of the last event it passes (a dead-lettered one included).
 
 use std::ops::Range;
 use std::time::Duration;
@@ -54,6 +59,7 @@ impl Runner {
     /// documentation. Each batch's cursor save runs beside the next batch's delivery.
     pub(super) async fn deliver_page(&mut self, lease: &Lease, work: &mut Work, page: &ReadPage) -> Step {
         let events = &page.events;
+        work.base = work.progress.ordinal();
         let mut start = 0;
         while start < events.len() {
             let end = (start + self.batch).min(events.len());
@@ -63,12 +69,13 @@ impl Runner {
             // A filtered page may have scanned past its last event: its last batch records
             // where the page ended. Only the page's last save, when nothing follows, is
             // waited for.
+            let through = work.base + end as i64;
             let recorded = if end < events.len() {
-                self.record_behind(lease, &mut work.progress, events[end - 1].sequence).await
+                self.record_behind(lease, &mut work.progress, (events[end - 1].sequence, through)).await
             } else if page.more {
-                self.record_behind(lease, &mut work.progress, page.next_after).await
+                self.record_behind(lease, &mut work.progress, (page.next_after, through)).await
             } else {
-                self.record(lease, &mut work.progress, page.next_after, None).await
+                self.record(lease, &mut work.progress, (page.next_after, through), None).await
             };
             if let Err(step) = recorded {
                 return step;
@@ -91,15 +98,15 @@ impl Runner {
         let mut pending: Vec<Range<usize>> = Vec::with_capacity(32);
         pending.push(batch);
         while let Some(range) = pending.pop() {
-            match self.call(&events[range.clone()]).await {
+            match self.call(&events[range.clone()], number(work, range.start)).await {
                 Call::Interrupted(interruption) => return Err(interruption.into()),
                 // The last range is recorded with the batch, by the caller.
                 Call::Delivered if pending.is_empty() => self.note_delivered(work, &events[range]),
-                Call::Delivered => self.delivered(lease, work, &events[range]).await?,
+                Call::Delivered => self.delivered(lease, work, events, range).await?,
                 Call::Failed(error) => {
                     if let Some(index) = error.failed_at().filter(|index| *index < range.len()) {
                         let failing = range.start + index;
-                        self.delivered(lease, work, &events[range.start..failing]).await?;
+                        self.delivered(lease, work, events, range.start..failing).await?;
                         return Err(self.settle(lease, work, page, failing, error).await);
                     }
                     if range.len() == 1 {
@@ -114,11 +121,18 @@ impl Runner {
         Ok(())
     }
 
-    /// Records that `delivered` (possibly empty) went through.
-    async fn delivered(&self, lease: &Lease, work: &mut Work, delivered: &[Event]) -> Result<(), Step> {
-        let Some(last) = delivered.last() else { return Ok(()) };
-        self.note_delivered(work, delivered);
-        self.record(lease, &mut work.progress, last.sequence, None).await
+    /// Records that `events[delivered]` (possibly none) went through.
+    async fn delivered(
+        &self,
+        lease: &Lease,
+        work: &mut Work,
+        events: &[Event],
+        delivered: Range<usize>,
+    ) -> Result<(), Step> {
+        let Some(last) = events[delivered.clone()].last() else { return Ok(()) };
+        self.note_delivered(work, &events[delivered.clone()]);
+        let through = (last.sequence, work.base + delivered.end as i64);
+        self.record(lease, &mut work.progress, through, None).await
     }
 
     /// Notes that `delivered` went through, before its cursor save.
@@ -152,9 +166,9 @@ impl Runner {
         };
         self.count_failure(&mut suspect, error);
         while suspect.attempts < self.max_attempts {
-            match self.call(std::slice::from_ref(event)).await {
+            match self.call(std::slice::from_ref(event), number(work, index)).await {
                 Call::Delivered => {
-                    return match self.delivered(lease, work, std::slice::from_ref(event)).await {
+                    return match self.delivered(lease, work, &page.events, index..index + 1).await {
                         Ok(()) => Step::Progressed,
                         Err(step) => step,
                     };
@@ -204,8 +218,10 @@ impl Runner {
                 }
             },
         };
-        match self.call(std::slice::from_ref(&neighbour)).await {
-            Call::Delivered => self.dead_letter(lease, work, event, &neighbour, suspect).await,
+        // The neighbour is the sink's next event, in the page or after it: the next number.
+        let neighbour_number = number(work, index + 1);
+        match self.call(std::slice::from_ref(&neighbour), neighbour_number).await {
+            Call::Delivered => self.dead_letter(lease, work, event, (&neighbour, neighbour_number), suspect).await,
             Call::Failed(error) => {
                 work.suspect = Some(suspect);
                 Step::Failed(Failure::sink(&error))
@@ -217,13 +233,14 @@ impl Runner {
         }
     }
 
-    /// Writes `event` as a dead letter and moves the cursor past it and its delivered neighbour.
+    /// Writes `event` as a dead letter and moves the cursor past it and its delivered
+    /// neighbour (whose number is given).
     async fn dead_letter(
         &mut self,
         lease: &Lease,
         work: &mut Work,
         event: &Event,
-        neighbour: &Event,
+        (neighbour, neighbour_number): (&Event, u64),
         suspect: Suspect,
     ) -> Step {
         let failing_for = (self.config.clock.now() - suspect.first_failed).try_into().unwrap_or(Duration::ZERO);
@@ -238,7 +255,8 @@ impl Runner {
             attempts = suspect.attempts, error = %suspect.last_error, "dead-lettering a poison event");
         work.delivered_in_round = true;
         self.update(|state| state.delivered += 1);
-        match self.record(lease, &mut work.progress, neighbour.sequence, Some(letter)).await {
+        let through = (neighbour.sequence, i64::try_from(neighbour_number).unwrap_or(i64::MAX));
+        match self.record(lease, &mut work.progress, through, Some(letter)).await {
             Ok(()) => Step::Progressed,
             Err(step) => {
                 work.suspect = Some(suspect);
@@ -249,7 +267,7 @@ impl Runner {
 
     /// Calls the sink once with `batch`, after any `Retry-After` it asked for; see the
     /// module documentation of the dispatcher for shutdown's grace period.
-    async fn call(&mut self, batch: &[Event]) -> Call {
+    async fn call(&mut self, batch: &[Event], first: u64) -> Call {
         if let Some(not_before) = self.not_before.take() {
             let wait = not_before - self.config.clock.now();
             if wait.is_positive()
@@ -265,7 +283,7 @@ impl Runner {
             state.activity = Activity::Delivering;
             state.delivery_calls += 1;
         });
-        let delivery = tokio::time::timeout(self.config.delivery_timeout, self.sink.deliver(batch));
+        let delivery = tokio::time::timeout(self.config.delivery_timeout, self.sink.deliver_numbered(batch, first));
         tokio::pin!(delivery);
         let outcome = tokio::select! {
             outcome = &mut delivery => outcome,
@@ -298,4 +316,9 @@ impl Runner {
             }
         }
     }
+}
+
+/// The sink's number of the page's event at `index` ([`Work::base`]).
+fn number(work: &Work, index: usize) -> u64 {
+    u64::try_from(work.base).unwrap_or(0) + index as u64 + 1
 }

@@ -4,9 +4,13 @@
 //! writes nothing. Progress may be lost in a crash (the events are then delivered again, at
 //! least once), so a save's commit does not wait for the WAL flush
 //! ([`Durability::Relaxed`]); its order and the fence are unchanged.
+//!
+//! Every save also carries the cursor's ordinal: how many of the sink's events lie at or
+//! before the position (delivered or dead-lettered), so that the loop numbers the events after
+//! it the same way on every delivery ([`crate::Sink::deliver_numbered`]).
 
 use outbox_core::Position;
-use outbox_pg::internal::cursor::{self, Durability, Saved};
+use outbox_pg::internal::cursor::{self, Durability, Mark, Saved};
 use outbox_pg::internal::dead_letter::NewDeadLetter;
 use outbox_pg::internal::lease::Lease;
 use outbox_pg::sqlx::PgPool;
@@ -21,14 +25,19 @@ pub(super) struct Progress {
     loaded: bool,
     /// Where the next read starts: the cursor, or past it over rows the filter skipped.
     after: Option<Position>,
-    /// A cursor save running beside the next delivery, and the position it saves.
-    saving: Option<(Position, JoinHandle<Result<Saved, Failure>>)>,
+    /// How many of the sink's events lie at or before `after`.
+    ordinal: i64,
+    /// A cursor save running beside the next delivery, and the position and ordinal it saves.
+    saving: Option<(Position, i64, SaveTask)>,
 }
+
+/// A cursor save running in a task of its own.
+type SaveTask = JoinHandle<Result<Saved, Failure>>;
 
 impl Progress {
     /// Nothing known yet: the cursor is loaded by the first step.
     pub(super) fn new() -> Progress {
-        Progress { cursor: None, loaded: false, after: None, saving: None }
+        Progress { cursor: None, loaded: false, after: None, ordinal: 0, saving: None }
     }
 
     /// Where the next read starts.
@@ -36,10 +45,24 @@ impl Progress {
         self.after
     }
 
-    /// The next read starts after `position` or further on (over rows the filter skipped, or
-    /// a save not yet collected), never back.
+    /// How many of the sink's events lie at or before [`Progress::after`]: the first event of
+    /// a page read after it is number `ordinal() + 1`.
+    pub(super) fn ordinal(&self) -> i64 {
+        self.ordinal
+    }
+
+    /// The next read starts after `position` or further on, never back; `position` holds no
+    /// event of the sink's after [`Progress::after`] (the filter skipped its rows).
     pub(super) fn pass(&mut self, position: Position) {
-        self.after = self.after.max(Some(position));
+        self.reach(position, self.ordinal);
+    }
+
+    /// The next read starts after `position` (whose ordinal is `ordinal`) or further on, never back.
+    fn reach(&mut self, position: Position, ordinal: i64) {
+        if self.after < Some(position) {
+            self.after = Some(position);
+            self.ordinal = ordinal;
+        }
     }
 }
 
@@ -49,23 +72,25 @@ impl Runner {
         if progress.loaded {
             return Ok(());
         }
-        let position =
-            cursor::load(&self.pool, &self.cursor_stream, &self.cursor_name).await.map_err(Failure::database)?;
+        let mark =
+            cursor::load_mark(&self.pool, &self.cursor_stream, &self.cursor_name).await.map_err(Failure::database)?;
+        let position = mark.map(|mark| mark.position);
         progress.cursor = position;
         progress.after = position;
+        progress.ordinal = mark.map_or(0, |mark: Mark| mark.ordinal);
         progress.loaded = true;
         self.update(|state| state.position = position);
         Ok(())
     }
 
-    /// Moves the cursor to `to` (and writes `letter`) in one fenced transaction, after any
-    /// save still running. Nothing is written when the cursor is already there and there
-    /// is no letter.
+    /// Moves the cursor to `to`, whose ordinal is `ordinal` (and writes `letter`), in one fenced
+    /// transaction, after any save still running. Nothing is written when the cursor is
+    /// already there and there is no letter.
     pub(super) async fn record(
         &self,
         lease: &Lease,
         progress: &mut Progress,
-        to: Position,
+        (to, ordinal): (Position, i64),
         letter: Option<NewDeadLetter<'_>>,
     ) -> Result<(), Step> {
         self.saved(progress).await?;
@@ -73,8 +98,9 @@ impl Runner {
         if already && letter.is_none() {
             return Ok(());
         }
-        let saved = save(&self.pool, lease, &self.cursor_stream, &self.cursor_name, to, letter.as_ref()).await;
-        self.settle_save(progress, to, saved, letter.is_some())
+        let saved =
+            save(&self.pool, lease, &self.cursor_stream, &self.cursor_name, (to, ordinal), letter.as_ref()).await;
+        self.settle_save(progress, (to, ordinal), saved, letter.is_some())
     }
 
     /// Like [`Runner::record`] without a letter, but the save runs beside what the loop
@@ -83,7 +109,12 @@ impl Runner {
     /// writes nothing; what the next delivery sends meanwhile is delivered at least once,
     /// as after any crash. A save whose fence finds the lease lost raises the loop's `lost`
     /// flag at once, which drops that delivery.
-    pub(super) async fn record_behind(&self, lease: &Lease, progress: &mut Progress, to: Position) -> Result<(), Step> {
+    pub(super) async fn record_behind(
+        &self,
+        lease: &Lease,
+        progress: &mut Progress,
+        (to, ordinal): (Position, i64),
+    ) -> Result<(), Step> {
         self.saved(progress).await?;
         if progress.cursor.is_some_and(|cursor| cursor >= to) {
             return Ok(());
@@ -92,7 +123,7 @@ impl Runner {
             (self.pool.clone(), lease.clone(), self.cursor_stream.clone(), self.cursor_name.clone());
         let raise_lost = self.raise_lost.clone();
         let saving = tokio::spawn(async move {
-            let saved = save(&pool, &lease, &stream, &name, to, None).await;
+            let saved = save(&pool, &lease, &stream, &name, (to, ordinal), None).await;
             // The delivery running beside is dropped at once: nothing more goes out under a
             // lease the fence found lost.
             if let Ok(Saved::LeaseLost) = saved {
@@ -100,23 +131,23 @@ impl Runner {
             }
             saved
         });
-        progress.pass(to);
-        progress.saving = Some((to, saving));
+        progress.reach(to, ordinal);
+        progress.saving = Some((to, ordinal, saving));
         Ok(())
     }
 
     /// Waits for the save running beside the loop, if any, and takes in its outcome.
     pub(super) async fn saved(&self, progress: &mut Progress) -> Result<(), Step> {
-        let Some((to, saving)) = progress.saving.take() else { return Ok(()) };
+        let Some((to, ordinal, saving)) = progress.saving.take() else { return Ok(()) };
         let saved =
             saving.await.unwrap_or_else(|error| Err(Failure::new(format!("saving the cursor failed: {error}"))));
-        self.settle_save(progress, to, saved, false)
+        self.settle_save(progress, (to, ordinal), saved, false)
     }
 
     fn settle_save(
         &self,
         progress: &mut Progress,
-        to: Position,
+        (to, ordinal): (Position, i64),
         saved: Result<Saved, Failure>,
         lettered: bool,
     ) -> Result<(), Step> {
@@ -125,14 +156,19 @@ impl Runner {
                 self.update(|state| state.fenced_out += 1);
                 return Err(Step::Interrupted(Interruption::LeaseLost));
             }
-            Saved::Moved => to,
+            Saved::Moved => {
+                progress.reach(to, ordinal);
+                to
+            }
             Saved::AlreadyPast(stored) => {
                 tracing::warn!(sink = self.sink.id(), %stored, %to, "the stored cursor was already past this batch");
+                // Its ordinal is the stored one: the next step loads both again.
+                progress.loaded = false;
+                progress.pass(stored);
                 stored.max(to)
             }
         };
         progress.cursor = Some(now_at);
-        progress.pass(now_at);
         self.update(|state| {
             state.position = Some(now_at);
             state.dead_lettered += u64::from(lettered);
@@ -141,19 +177,22 @@ impl Runner {
     }
 }
 
-/// Moves the cursor `name` to `to` (and writes `letter`) in one fenced statement or
-/// transaction, with a relaxed commit (see the module documentation).
+/// Moves the cursor `name` to `to` with its ordinal (and writes `letter`) in one fenced
+/// statement or transaction, with a relaxed commit (see the module documentation).
 async fn save(
     pool: &PgPool,
     lease: &Lease,
     stream: &str,
     name: &str,
-    to: Position,
+    (to, ordinal): (Position, i64),
     letter: Option<&NewDeadLetter<'_>>,
 ) -> Result<Saved, Failure> {
+    let relaxed = Durability::Relaxed;
     let saved = match letter {
-        None => cursor::save(pool, lease, stream, name, to, Durability::Relaxed).await,
-        Some(letter) => cursor::save_with_letter(pool, lease, stream, name, to, letter, Durability::Relaxed).await,
+        None => cursor::save_numbered(pool, lease, stream, name, to, Some(ordinal), relaxed).await,
+        Some(letter) => {
+            cursor::save_with_letter_numbered(pool, lease, stream, name, (to, Some(ordinal)), letter, relaxed).await
+        }
     };
     saved.map_err(Failure::database)
 }

@@ -1,0 +1,1 @@
+pub use rabbitmq_stream_protocol::commands::subscribe::OffsetSpecification;
