@@ -182,6 +182,8 @@ pub struct EmbeddedPostgres {
     data_dir: PathBuf,
     port: u16,
     remove_on_drop: bool,
+    /// Whether the cluster runs with `fsync` and synchronous commits.
+    durable: bool,
     /// Whether `pg_ctl start` has run and no stop has succeeded since.
     running: bool,
     /// The shell that cleans up after this process if it exits without dropping `self`.
@@ -199,8 +201,9 @@ impl EmbeddedPostgres {
         let programs = Programs { bindir: find_bindir()?, run_as: server_user()? };
         let data_dir = create_data_dir(&options.data_dir, programs.run_as)?;
         let remove_on_drop = options.remove_on_drop;
+        let durable = options.durable;
         let mut server =
-            EmbeddedPostgres { programs, data_dir, port: 0, remove_on_drop, running: false, watchdog: None };
+            EmbeddedPostgres { programs, data_dir, port: 0, remove_on_drop, durable, running: false, watchdog: None };
         if let Some(user) = server.programs.run_as {
             check_reachable(&server.data_dir, user)?;
         }
@@ -243,6 +246,18 @@ impl EmbeddedPostgres {
     pub fn stop(mut self) -> Result<(), EmbeddedError> {
         self.dismiss_watchdog();
         self.shutdown("fast")
+    }
+
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, every
+    /// backend gone at once) and starts it again on the same port, waiting until it accepts
+    /// TCP connections after its crash recovery. Committed transactions survive it unless
+    /// the cluster is not [`durable`](EmbeddedOptions::durable), whose asynchronous commits
+    /// may be lost.
+    pub fn restart_immediately(&mut self) -> Result<(), EmbeddedError> {
+        self.shutdown("immediate")?;
+        let durable = self.durable;
+        self.pg_ctl_start(durable)?;
+        self.wait_for_tcp(Instant::now() + TIMEOUT)
     }
 
     /// Kills the watchdog before an orderly stop: were it merely let go, it would wake up
@@ -768,6 +783,22 @@ mod tests {
         assert_eq!(psql(&second, "select n from kept"), "7");
         second.stop().unwrap();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn an_immediate_restart_ends_every_session_and_keeps_what_was_committed() {
+        let dir = EmbeddedOptions::throwaway().data_dir;
+        let options = EmbeddedOptions { remove_on_drop: true, ..EmbeddedOptions::persistent(&dir) };
+        let mut server = EmbeddedPostgres::start(options).unwrap();
+        let port = server.port();
+        psql(&server, "create table kept (n int); insert into kept values (7)");
+        let started = psql(&server, "select pg_postmaster_start_time()");
+        server.restart_immediately().unwrap();
+        assert_eq!(server.port(), port);
+        assert_eq!(psql(&server, "select n from kept"), "7");
+        assert_ne!(psql(&server, "select pg_postmaster_start_time()"), started, "a new postmaster");
+        let log = fs::read_to_string(server.log_path()).unwrap();
+        assert!(log.contains("not properly shut down"), "crash recovery ran: {}", last_lines(&log, 10));
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub(crate) struct Writes {
     pub(crate) rolled_back: HashSet<String>,
     /// Ids whose transaction's outcome could not be learnt (the connection died during `COMMIT`).
     pub(crate) unknown: HashSet<String>,
+    /// Transactions whose writer dropped its connection mid-commit on purpose.
+    pub(crate) killed: usize,
 }
 
 /// An event as a consumer received it.
@@ -89,10 +91,35 @@ pub(crate) struct Consumer {
     pub(crate) delivery: Delivery,
     /// Whether it must receive every matching event after its first session's start.
     pub(crate) durable: bool,
+    /// For a consumer that starts "from now" (a subscription): the position it started
+    /// after, which [`Consumer::anchor`] infers; no earlier event is owed to it.
+    #[serde(default)]
+    pub(crate) since: Option<Position>,
     pub(crate) sessions: Vec<Session>,
 }
 
 impl Consumer {
+    /// For a consumer that starts at the head of the moment it was made, whose start the
+    /// run cannot know: takes it to have started just before the first event it received
+    /// (or after the last row, when it received nothing), so that everything from there on
+    /// is checked: no gap, no loss. Its first session's `after`, when unset, becomes that
+    /// start too.
+    pub(crate) fn anchor(&mut self, truth: &[Row]) {
+        let expected = Expected::new(truth, self);
+        let first = self.sessions.iter().flat_map(|session| &session.received).next();
+        let at = match first.and_then(|first| expected.index.get(first.id.as_str())) {
+            Some(&at) => at,
+            None => expected.rows.len(),
+        };
+        let since = at.checked_sub(1).map_or(Position::START, |before| expected.rows[before].position);
+        self.since = Some(since);
+        if let Some(session) = self.sessions.first_mut()
+            && session.after.is_none()
+        {
+            session.after = Some(since);
+        }
+    }
+
     /// A redelivering consumer's single record (a file, a stream read back) cut into
     /// sessions wherever the position does not increase.
     pub(crate) fn split_redeliveries(&mut self) {
@@ -332,6 +359,7 @@ fn check_consumer(truth: &[Row], writes: &Writes, consumer: &Consumer, violation
             Delivery::Exact => expected.successor(consumer.sessions.first().and_then(|session| session.after)),
             Delivery::Redelivering | Delivery::Interleaved => 0,
         };
+        let from = from.max(consumer.since.map_or(0, |since| expected.successor(Some(since))));
         for row in &expected.rows[from.min(expected.rows.len())..] {
             if !seen.contains(row.id.as_str()) {
                 tally.lost += 1;
@@ -386,6 +414,7 @@ mod tests {
             committed: truth.iter().map(|row| row.id.clone()).collect(),
             rolled_back: ["r0".to_owned()].into(),
             unknown: HashSet::new(),
+            killed: 0,
         }
     }
 
@@ -405,6 +434,7 @@ mod tests {
             types: Vec::new(),
             delivery: Delivery::Exact,
             durable: true,
+            since: None,
             sessions,
         }
     }
@@ -517,6 +547,7 @@ mod tests {
             types: Vec::new(),
             delivery: Delivery::Redelivering,
             durable: true,
+            since: None,
             sessions: vec![Session { after: None, received }],
         };
         consumer.split_redeliveries();
@@ -587,6 +618,37 @@ mod tests {
         let b = got(&truth, &["e3", "e4", "e6", "e7"]);
         let report = check_one(per_process(vec![a, b]), (1, 0, 3, 0, 2));
         assert!(report.violations.iter().any(|v| v.contains("lost e5")), "{:?}", report.violations);
+    }
+
+    #[test]
+    fn a_subscription_from_now_is_checked_from_its_first_event() {
+        let truth = truth();
+        let mut consumer = sse(vec![session(&truth, None, &ALL[4..])]);
+        consumer.anchor(&truth);
+        assert_eq!(consumer.since, Some(truth[3].position));
+        assert_eq!(consumer.sessions[0].after, Some(truth[3].position));
+        check_one(consumer, (0, 0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_subscription_from_now_that_skips_an_event_later_is_caught() {
+        let truth = truth();
+        let mut consumer = sse(vec![session(&truth, None, &["e4", "e5", "e7", "e8", "e9"])]);
+        consumer.anchor(&truth);
+        check_one(consumer, (1, 0, 0, 0, 1));
+    }
+
+    #[test]
+    fn a_redelivering_subscription_owes_nothing_before_its_start_and_everything_after() {
+        let truth = truth();
+        let mut whole = sink(got(&truth, &["e5", "e6", "e7", "e6", "e7", "e8", "e9", "u0"]));
+        whole.delivery = Delivery::Interleaved;
+        whole.anchor(&truth);
+        check_one(whole, (0, 0, 2, 0, 0));
+        let mut missing = sink(got(&truth, &["e5", "e6", "e8"]));
+        missing.delivery = Delivery::Interleaved;
+        missing.anchor(&truth);
+        check_one(missing, (3, 0, 0, 0, 1));
     }
 
     #[test]

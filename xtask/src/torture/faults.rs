@@ -6,12 +6,15 @@
 //! random backends of the run's database ended with `pg_terminate_backend`; every
 //! connection through the proxy cut (reset); the proxy stalled for a few seconds, or
 //! delaying every chunk for a while; the NATS or the Redis server stopped for up to 25 s
-//! and started again; the webhook receiver answering 500 for up to 15 s.
+//! and started again; the webhook receiver answering 500 for up to 15 s; PostgreSQL
+//! stopped as by a crash (`pg_ctl stop -m immediate`) and started again.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use outbox_pg::embedded::EmbeddedPostgres;
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::brokers::Broker;
@@ -50,6 +53,8 @@ pub(crate) enum Fault {
     ReceiverFailing {
         lasting: Duration,
     },
+    /// PostgreSQL stopped as a crash would stop it and started again at once.
+    Restart,
 }
 
 impl fmt::Display for Fault {
@@ -64,6 +69,7 @@ impl fmt::Display for Fault {
                 write!(f, "delay every chunk through the proxy by {delay:?} for {lasting:.1?}")
             }
             Fault::ReceiverFailing { lasting } => write!(f, "the webhook receiver answers 500 for {lasting:.1?}"),
+            Fault::Restart => write!(f, "restart PostgreSQL immediately (crash recovery)"),
             Fault::Broker { broker, down } => {
                 let name = ["NATS", "Redis"].get(*broker).unwrap_or(&"a broker");
                 write!(f, "stop the {name} server, started again after {down:.1?}")
@@ -84,38 +90,84 @@ impl Fault {
             Fault::Delay { .. } => "delay",
             Fault::Broker { .. } => "broker",
             Fault::ReceiverFailing { .. } => "receiver",
+            Fault::Restart => "restart",
         }
     }
 }
 
 /// The faults of a run of `length`, with the quiet time before each, drawn from `seed`.
+///
+/// The first faults are one of every kind (each broker's stop counted as a kind of its
+/// own) in a shuffled order, so that a short run still injects each; the rest are drawn
+/// by weight.
 pub(crate) fn schedule(seed: u64, length: Duration, servers: usize, brokers: usize) -> Vec<(Duration, Fault)> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_fa17);
+    let mut first: Vec<Kind> = [Kind::Kill, Kind::Pause, Kind::Terminate, Kind::Cut, Kind::Stall, Kind::Delay]
+        .into_iter()
+        .chain([Kind::Receiver, Kind::Restart])
+        .chain((0..brokers).map(Kind::Broker))
+        .collect();
+    first.shuffle(&mut rng);
+    first.reverse();
     let mut planned = Vec::new();
     let mut total = Duration::ZERO;
     loop {
         let gap = Duration::from_millis(rng.random_range(2_000..6_000));
-        let fault = match rng.random_range(0..12) {
-            11 => Fault::ReceiverFailing { lasting: millis(&mut rng, 2_000..15_000) },
-            10 if brokers > 0 => {
-                Fault::Broker { broker: rng.random_range(0..brokers), down: millis(&mut rng, 5_000..25_000) }
-            }
-            0 | 1 => Fault::Kill { server: rng.random_range(0..servers), down: millis(&mut rng, 500..5_000) },
-            2 => {
-                // One pause in three outlasts the sinks' 30 s lease.
-                let stopped = if rng.random_bool(0.33) { 31_000..40_000 } else { 1_000..10_000 };
-                Fault::Pause { server: rng.random_range(0..servers), stopped: millis(&mut rng, stopped) }
-            }
-            3 | 4 => Fault::TerminateBackends { count: rng.random_range(1..6) },
-            5 | 6 => Fault::Cut,
-            7 => Fault::Delay { delay: millis(&mut rng, 5..200), lasting: millis(&mut rng, 1_000..8_000) },
-            _ => Fault::Stall { stalled: millis(&mut rng, 500..4_000) },
-        };
+        let kind = first.pop().unwrap_or_else(|| Kind::weighted(&mut rng, brokers));
+        let fault = kind.draw(&mut rng, servers);
         total += gap + fault.length();
         if total > length {
             return planned;
         }
         planned.push((gap, fault));
+    }
+}
+
+/// A kind of fault, before its details are drawn.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Kill,
+    Pause,
+    Terminate,
+    Cut,
+    Stall,
+    Delay,
+    Receiver,
+    Restart,
+    Broker(usize),
+}
+
+impl Kind {
+    fn weighted(rng: &mut StdRng, brokers: usize) -> Kind {
+        match rng.random_range(0..13) {
+            12 => Kind::Restart,
+            11 => Kind::Receiver,
+            10 if brokers > 0 => Kind::Broker(rng.random_range(0..brokers)),
+            0 | 1 => Kind::Kill,
+            2 => Kind::Pause,
+            3 | 4 => Kind::Terminate,
+            5 | 6 => Kind::Cut,
+            7 => Kind::Delay,
+            _ => Kind::Stall,
+        }
+    }
+
+    fn draw(self, rng: &mut StdRng, servers: usize) -> Fault {
+        match self {
+            Kind::Receiver => Fault::ReceiverFailing { lasting: millis(rng, 2_000..15_000) },
+            Kind::Broker(broker) => Fault::Broker { broker, down: millis(rng, 5_000..25_000) },
+            Kind::Kill => Fault::Kill { server: rng.random_range(0..servers), down: millis(rng, 500..5_000) },
+            Kind::Pause => {
+                // One pause in three outlasts the sinks' 30 s lease.
+                let stopped = if rng.random_bool(0.33) { 31_000..40_000 } else { 1_000..10_000 };
+                Fault::Pause { server: rng.random_range(0..servers), stopped: millis(rng, stopped) }
+            }
+            Kind::Terminate => Fault::TerminateBackends { count: rng.random_range(1..6) },
+            Kind::Cut => Fault::Cut,
+            Kind::Delay => Fault::Delay { delay: millis(rng, 5..200), lasting: millis(rng, 1_000..8_000) },
+            Kind::Stall => Fault::Stall { stalled: millis(rng, 500..4_000) },
+            Kind::Restart => Fault::Restart,
+        }
     }
 }
 
@@ -132,7 +184,7 @@ impl Fault {
             Fault::Delay { lasting, .. } => *lasting,
             Fault::Broker { down, .. } => *down,
             Fault::ReceiverFailing { lasting } => *lasting,
-            Fault::TerminateBackends { .. } | Fault::Cut => Duration::ZERO,
+            Fault::TerminateBackends { .. } | Fault::Cut | Fault::Restart => Duration::ZERO,
         }
     }
 }
@@ -147,6 +199,8 @@ pub(crate) struct Targets<'a> {
     /// A connection straight to the database (not through the proxy).
     pub(crate) admin: &'a sqlx::PgPool,
     pub(crate) database: &'a str,
+    /// The run's own cluster, which [`Fault::Restart`] restarts.
+    pub(crate) postgres: &'a mut EmbeddedPostgres,
     pub(crate) started: Instant,
 }
 
@@ -179,6 +233,12 @@ impl Targets<'_> {
                 .fetch_all(self.admin)
                 .await?;
                 println!("torture:           ended {} backends", ended.iter().filter(|ended| **ended).count());
+            }
+            Fault::Restart => {
+                let postgres = &mut *self.postgres;
+                let took = Instant::now();
+                tokio::task::block_in_place(|| postgres.restart_immediately())?;
+                println!("torture:           PostgreSQL accepts connections again after {:.1?}", took.elapsed());
             }
             Fault::Cut => self.proxy.cut(),
             Fault::Stall { stalled } => self.proxy.stall(*stalled).await,
@@ -234,6 +294,20 @@ mod tests {
         let total: Duration = first.iter().map(|(gap, fault)| *gap + fault.length()).sum();
         assert!(total <= length);
         let kinds: std::collections::HashSet<&str> = first.iter().map(|(_, fault)| fault.kind()).collect();
-        assert_eq!(kinds.len(), 8, "ten minutes draw every kind: {kinds:?}");
+        assert_eq!(kinds.len(), 9, "ten minutes draw every kind: {kinds:?}");
+    }
+
+    #[test]
+    fn the_ci_profile_injects_every_kind_and_stops_each_broker() {
+        for seed in 0..50 {
+            let faults = schedule(seed, Duration::from_secs(180), 2, 2);
+            let kinds: std::collections::HashSet<&str> = faults.iter().map(|(_, fault)| fault.kind()).collect();
+            assert_eq!(kinds.len(), 9, "seed {seed}: {kinds:?}");
+            for broker in 0..2 {
+                let stopped =
+                    faults.iter().any(|(_, fault)| matches!(fault, Fault::Broker { broker: b, .. } if *b == broker));
+                assert!(stopped, "seed {seed}: broker {broker} never stopped");
+            }
+        }
     }
 }

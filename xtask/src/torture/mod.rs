@@ -2,23 +2,28 @@
 //! sinks against two real `outbox serve` processes while faults are injected, then a
 //! recorded history checked against the table (SPEC §10).
 //!
-//! The run: a fresh database on the PostgreSQL the tests use, migrated by `outbox migrate`;
-//! the fault [`proxy`] in front of it; two servers with every role that reach the database
-//! only through the proxy; [`writers`] publishing through `outbox_pg` over the proxy;
-//! [`consumers`] (a `GET /events` pager and SSE clients, some filtered by type) reading
-//! from whichever server is up; and in each server a JSONL sink (one lease, one cursor, a
-//! file per process), a NATS sink and a Redis sink, to brokers of the run's own
-//! ([`brokers`]), read back at the end, and a webhook sink to the run's [`receiver`]. For the profile's length, [`faults`] drawn from the seed are
-//! injected and healed one after the other. Then the writers stop, every consumer drains
-//! until it caught up with the table (or stayed quiet for longer than a sink's lease), the
-//! truth is read from the table in `(txid, seq)` order, and the [`checker`] prints one line
-//! per consumer and every violation. The history is kept as JSON lines in
-//! `<target>/torture-runs/<seed>/`; the run fails on any violation.
+//! The run: a PostgreSQL cluster of its own (so that a fault may restart it), a database
+//! there migrated by `outbox migrate`; the fault [`proxy`] in front of it; two servers with
+//! every role that reach the database only through the proxy; [`writers`] publishing
+//! through `outbox_pg` over the proxy and through `POST /events`; [`consumers`] (a
+//! `GET /events` pager, raw SSE clients, some filtered by type, and the Rust client's
+//! `watch`) reading from whichever server is up, and in-process subscribers of this
+//! process over the proxy; in each server a JSONL sink (one lease, one cursor, a file per
+//! process), a NATS sink and a Redis sink, to brokers of the run's own ([`brokers`]), read
+//! back at the end, and a webhook sink to the run's [`receiver`], which also takes the
+//! deliveries of a webhook subscription the tenant makes; and a watch of the [`leases`].
+//! For the profile's length, [`faults`] drawn from the seed are injected and healed one
+//! after the other. Then the writers stop, every consumer drains until it caught up with
+//! the table (or stayed quiet for longer than a sink's lease), the truth is read from the
+//! table in `(txid, seq)` order, the pages the pager kept are read again, and the
+//! [`checker`] prints one line per consumer and every violation. The history is kept as
+//! JSON lines in `<target>/torture-runs/<seed>/`; the run fails on any violation.
 
 mod brokers;
 pub(crate) mod checker;
 mod consumers;
 mod faults;
+mod leases;
 mod proxy;
 mod receiver;
 mod services;
@@ -34,6 +39,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use outbox_core::Position;
+use outbox_pg::embedded::EmbeddedPostgres;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
@@ -118,11 +124,11 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
         Some(binary) => binary,
         None => build_outbox()?,
     };
-    let postgres = crate::services::postgres()?;
+    let mut postgres = services::cluster()?;
     let dir = crate::services::target_dir()?.join("torture-runs").join(seed.to_string());
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let report = crate::runtime()?.block_on(run_with(&binary, &postgres.url(), &dir, seed, options.profile, length))?;
+    let report = crate::runtime()?.block_on(run_with(&binary, &mut postgres, &dir, seed, options.profile, length))?;
     print!("{}", report.summary(50));
     println!("torture: history in {}", dir.display());
     if !report.passed() {
@@ -160,13 +166,13 @@ fn build_outbox() -> anyhow::Result<PathBuf> {
 
 async fn run_with(
     binary: &Path,
-    admin_url: &str,
+    postgres: &mut EmbeddedPostgres,
     dir: &Path,
     seed: u64,
     profile: Profile,
     length: Duration,
 ) -> anyhow::Result<Report> {
-    let database = Database::create(admin_url, seed, binary).await?;
+    let database = Database::create(&postgres.url(), seed, binary).await?;
     let admin = sqlx::PgPool::connect(&database.direct_url).await?;
     sqlx::query(writers::SIDE_TABLE).execute(&admin).await?;
     let upstream = pg_address(&database.direct_url)?;
@@ -175,7 +181,8 @@ async fn run_with(
     let mut brokers = tokio::task::block_in_place(|| -> anyhow::Result<Vec<Broker>> {
         Ok(vec![Broker::nats(dir)?, Broker::redis(dir)?])
     })?;
-    let receiver = Receiver::start().await?;
+    let subscription = Recorder::from_now("webhook subscription", Some(TENANT), &[], Delivery::Interleaved);
+    let receiver = Receiver::start(subscription.clone()).await?;
     let setup = ServerSetup {
         binary: binary.to_owned(),
         dir: dir.to_owned(),
@@ -189,10 +196,23 @@ async fn run_with(
     println!("torture: {SERVERS} servers up, the database through the proxy at {}", proxy.addr());
 
     let stop_writers = Arc::new(AtomicBool::new(false));
-    let writing = tokio::spawn(writers::run(proxied, profile.writers(), seed, stop_writers.clone()));
+    let writing = tokio::spawn(writers::run(proxied.clone(), profile.writers(), seed, stop_writers.clone()));
     let http_writing = tokio::spawn(writers::run_http(ports.clone(), HTTP_WRITERS, seed, stop_writers.clone()));
     let stop_readers = Arc::new(AtomicBool::new(false));
-    let recorders = start_consumers(&ports, seed, &stop_readers);
+    let balancer = consumers::balancer(ports.clone(), seed).await?;
+    let base = format!("http://{balancer}");
+    let (mut recorders, pages) = start_consumers(&ports, &base, seed, &stop_readers);
+    let in_process: Vec<(Arc<Recorder>, &str)> = vec![
+        (Recorder::from_now("subscriber *", None, &[], Delivery::Exact), "*"),
+        (Recorder::from_now("subscriber pool.*", None, &["pool.*"], Delivery::Exact), "pool.*"),
+    ];
+    let subscriptions = consumers::subscribers(&proxied, &in_process).await?;
+    recorders.extend(in_process.iter().map(|(recorder, _)| recorder.clone()));
+    create_subscription(&base, &receiver).await?;
+    subscription.open(None);
+    recorders.push(subscription);
+    let stop_watch = Arc::new(AtomicBool::new(false));
+    let watching = tokio::spawn(leases::watch(admin.clone(), stop_watch.clone()));
 
     let started = Instant::now();
     let progress = tokio::spawn(report_progress(recorders.clone(), proxy.clone(), started));
@@ -206,6 +226,7 @@ async fn run_with(
             proxy: &proxy,
             admin: &admin,
             database: &database.name,
+            postgres,
             started,
         };
         for (gap, fault) in faults::schedule(seed, length, SERVERS, BROKERS) {
@@ -236,13 +257,34 @@ async fn run_with(
     writes.unknown.extend(resolved);
     println!("torture: writers stopped; draining");
     let truth = read_truth(&admin).await?;
+    let stored: std::collections::HashSet<&str> = truth.iter().map(|row| row.id.as_str()).collect();
+    println!(
+        "torture: writers: {} events committed, {} rolled back, {} of unknown outcome ({} stored); \
+         {} transactions killed mid-commit",
+        writes.committed.len(),
+        writes.rolled_back.len(),
+        writes.unknown.len(),
+        writes.unknown.iter().filter(|id| stored.contains(id.as_str())).count(),
+        writes.killed
+    );
     drain(&truth, &recorders, &admin).await;
     stop_readers.store(true, Ordering::SeqCst);
+    stop_watch.store(true, Ordering::SeqCst);
+    drop(subscriptions);
+    let watched = watching.await?;
+    println!("torture: {}", watched.line());
+    let pages = pages.lock().clone();
+    let pages_differ = consumers::reread_pages(&pages, &ports).await?;
+    println!(
+        "torture: history: {} pages read during the faults read again: {} differ",
+        pages.len(),
+        pages_differ.len()
+    );
     for server in &mut servers {
         tokio::task::block_in_place(|| server.stop());
     }
 
-    let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take()).collect();
+    let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take_for_check(&truth)).collect();
     consumers.push(sink_record(dir)?);
     let mut hooks = read_back("sink hooks (webhook receiver)", receiver.record());
     hooks.delivery = Delivery::Interleaved;
@@ -260,6 +302,8 @@ async fn run_with(
     if redis_wrong > 0 {
         report.violations.push(format!("redis: {redis_wrong} entries whose id is not their event's position"));
     }
+    report.violations.extend(watched.violations);
+    report.violations.extend(pages_differ);
     if http.refused > 0 {
         report.violations.push(format!("POST /events: {} valid publishes refused with a 4xx", http.refused));
     }
@@ -298,12 +342,27 @@ fn pg_address(url: &str) -> anyhow::Result<std::net::SocketAddr> {
     addresses.next().context("PostgreSQL's address")
 }
 
-/// The pager and the SSE clients, started.
-fn start_consumers(ports: &Ports, seed: u64, stop: &Arc<AtomicBool>) -> Vec<Arc<Recorder>> {
+/// The pager (and the pages it keeps), the raw SSE clients and the Rust client's streams
+/// (through the balancer at `base`), started.
+fn start_consumers(
+    ports: &Ports,
+    base: &str,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+) -> (Vec<Arc<Recorder>>, Arc<Mutex<Vec<consumers::PageSeen>>>) {
     let mut recorders = Vec::new();
     let pager = Recorder::new("pager", &[], Delivery::Exact);
-    tokio::spawn(consumers::pager(pager.clone(), ports.clone(), seed, stop.clone()));
+    let pages = Arc::new(Mutex::new(Vec::new()));
+    tokio::spawn(consumers::pager(pager.clone(), pages.clone(), ports.clone(), seed, stop.clone()));
     recorders.push(pager);
+    let clients: [(&str, &[&str]); 2] = [("rust-client-all", &[]), ("rust-client-node", &["node.*"])];
+    for (n, (name, types)) in clients.into_iter().enumerate() {
+        let recorder = Recorder::new(name, types, Delivery::Exact);
+        let types = types.iter().map(|t| (*t).to_owned()).collect();
+        let seed = seed.wrapping_add(100 + n as u64);
+        tokio::spawn(consumers::rust_client(recorder.clone(), base.to_owned(), types, seed, stop.clone()));
+        recorders.push(recorder);
+    }
     let streams: [(&str, &[&str]); 4] =
         [("sse-all-a", &[]), ("sse-all-b", &[]), ("sse-node", &["node.*"]), ("sse-pool-created", &["pool.created"])];
     for (n, (name, types)) in streams.into_iter().enumerate() {
@@ -313,7 +372,21 @@ fn start_consumers(ports: &Ports, seed: u64, stop: &Arc<AtomicBool>) -> Vec<Arc<
         tokio::spawn(consumers::sse(recorder.clone(), query, ports.clone(), seed, stop.clone()));
         recorders.push(recorder);
     }
-    recorders
+    (recorders, pages)
+}
+
+/// The tenant's webhook subscription of every type, to the receiver, made through the
+/// Rust client as a tenant would.
+async fn create_subscription(base: &str, receiver: &Receiver) -> anyhow::Result<()> {
+    let client = outbox_client::Client::new(base)?.with_token(services::TOKEN)?;
+    let new = outbox_client::webhooks::NewWebhook {
+        url: receiver.subscription_url.clone(),
+        description: Some("the torture run's subscription".into()),
+        ..outbox_client::webhooks::NewWebhook::default()
+    };
+    let webhook = client.create_webhook(&new).await.context("creating the webhook subscription")?;
+    println!("torture: webhook subscription {} to {}", webhook.id, webhook.url);
+    Ok(())
 }
 
 /// The table in `(txid, seq)` order, once no writer runs.
@@ -339,7 +412,7 @@ async fn drain(truth: &[Row], recorders: &[Arc<Recorder>], admin: &sqlx::PgPool)
     let started = Instant::now();
     let last = truth.last().map(|row| row.position);
     loop {
-        let readers_done = recorders.iter().all(|recorder| caught_up(truth, &recorder.take()));
+        let readers_done = recorders.iter().all(|recorder| caught_up(truth, &recorder.take_for_check(truth)));
         let sinks_done = match last {
             None => true,
             Some(last) => sink_cursors(admin)
@@ -424,6 +497,7 @@ fn read_back(name: &str, received: Vec<Received>) -> Consumer {
         types: Vec::new(),
         delivery: Delivery::Exact,
         durable: true,
+        since: None,
         sessions: vec![Session { after: None, received }],
     }
 }
@@ -455,6 +529,7 @@ fn sink_record(dir: &Path) -> anyhow::Result<Consumer> {
             types: Vec::new(),
             delivery: Delivery::Redelivering,
             durable: true,
+            since: None,
             sessions: vec![Session { after: None, received }],
         };
         file.split_redeliveries();
@@ -469,6 +544,7 @@ fn sink_record(dir: &Path) -> anyhow::Result<Consumer> {
         types: Vec::new(),
         delivery: Delivery::Interleaved,
         durable: true,
+        since: None,
         sessions,
     })
 }

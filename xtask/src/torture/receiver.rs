@@ -1,5 +1,6 @@
 //! The webhook receiver of the torture run: an HTTP server on loopback that the servers'
-//! `webhook` sink POSTs to, recording every event it accepted in the order it arrived.
+//! `webhook` sink and the tenant's webhook subscription POST to (each to a path of its
+//! own), recording every event it accepted in the order it arrived.
 //!
 //! While [`Receiver::fail_for`] lasts it answers 500 and records nothing (the sink retries
 //! with its backoff). Whichever server holds the sink's lease posts; a server that lost the
@@ -18,13 +19,23 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 
 use super::checker::Received;
+use super::consumers::Recorder;
+
+/// The path the `webhook` sink posts to.
+const SINK_PATH: &str = "/hook";
+/// The path the webhook subscription posts to.
+const SUBSCRIPTION_PATH: &str = "/subscription";
 
 /// A running receiver.
 #[derive(Clone)]
 pub(crate) struct Receiver {
+    /// Where the `webhook` sink posts.
     pub(crate) url: String,
+    /// Where the webhook subscription posts.
+    pub(crate) subscription_url: String,
     failing: Arc<AtomicBool>,
     record: Arc<Mutex<Vec<Received>>>,
+    subscription: Arc<Recorder>,
 }
 
 #[derive(Deserialize)]
@@ -34,13 +45,17 @@ struct Body {
 }
 
 impl Receiver {
-    /// Listens on `127.0.0.1:0`.
-    pub(crate) async fn start() -> anyhow::Result<Receiver> {
+    /// Listens on `127.0.0.1:0`; what arrives at [`Receiver::subscription_url`] is recorded
+    /// in `subscription`.
+    pub(crate) async fn start(subscription: Arc<Recorder>) -> anyhow::Result<Receiver> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
         let receiver = Receiver {
-            url: format!("http://{}/hook", listener.local_addr()?),
+            url: format!("http://{address}{SINK_PATH}"),
+            subscription_url: format!("http://{address}{SUBSCRIPTION_PATH}"),
             failing: Arc::default(),
             record: Arc::default(),
+            subscription,
         };
         let serving = receiver.clone();
         tokio::spawn(async move {
@@ -60,16 +75,22 @@ impl Receiver {
     }
 
     async fn answer(&self, request: hyper::Request<hyper::body::Incoming>) -> hyper::Response<Full<Bytes>> {
+        let path = request.uri().path().to_owned();
         let body = request.into_body().collect().await.map(|body| body.to_bytes()).unwrap_or_default();
         let status = if self.failing.load(Ordering::SeqCst) {
             500
         } else {
-            match serde_json::from_slice::<Body>(&body) {
-                Ok(body) => {
+            match (serde_json::from_slice::<Body>(&body), path.as_str()) {
+                (Ok(body), SINK_PATH) => {
                     self.record.lock().push(Received { id: body.id, position: body.sequence });
                     200
                 }
-                Err(_) => 400,
+                (Ok(body), SUBSCRIPTION_PATH) => {
+                    self.subscription.receive(Received { id: body.id, position: body.sequence });
+                    200
+                }
+                (Ok(_), _) => 404,
+                (Err(_), _) => 400,
             }
         };
         let mut response = hyper::Response::new(Full::new(Bytes::new()));

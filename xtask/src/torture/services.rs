@@ -1,4 +1,4 @@
-//! What the torture run starts: a fresh database, the fault proxy in front of it, and the
+//! What the torture run starts: a PostgreSQL cluster and a fresh database, the fault proxy in front of it, and the
 //! `outbox serve` processes (the real binary), which it can kill, stop, continue and restart.
 //!
 //! Each server has every role, reaches the database only through the proxy, and is
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres, find_bindir};
 use parking_lot::Mutex;
 use sha2::Digest;
 
@@ -24,10 +25,27 @@ pub(crate) const OTHER_TENANT: &str = "elsewhere";
 /// The API key the consumers send.
 pub(crate) const TOKEN: &str = "torture-key-0123456789";
 
+/// The key that seals the webhook subscriptions' secrets (base64 of 32 bytes).
+const SEAL_KEY: &str = "dG9ydHVyZS1ydW4tc2VhbC1rZXktMzItYnl0ZXMhISE=";
+
 /// How long a server gets to answer `/readyz`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A database of its own on the PostgreSQL the run uses.
+/// The run's own PostgreSQL cluster, from the machine's binaries, deleted when the run ends
+/// (or its process dies). It runs without `fsync` (the machine does not crash during a run),
+/// and [`Database::create`] makes its database's commits synchronous, so that an immediate
+/// restart keeps every acknowledged commit.
+pub(crate) fn cluster() -> anyhow::Result<EmbeddedPostgres> {
+    if find_bindir().is_err() {
+        crate::services::install_debian_package("postgresql", "initdb and pg_ctl")?;
+    }
+    let cluster = EmbeddedPostgres::start(EmbeddedOptions::throwaway().stop_with_process())
+        .context("starting the torture run's PostgreSQL cluster")?;
+    println!("torture: PostgreSQL cluster of its own on port {} ({})", cluster.port(), cluster.data_dir().display());
+    Ok(cluster)
+}
+
+/// A database of its own on the run's cluster.
 pub(crate) struct Database {
     /// Its URL, straight to the server (the checker's and the faults' own connection).
     pub(crate) direct_url: String,
@@ -46,6 +64,11 @@ impl Database {
             .execute(&admin)
             .await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
+        // The cluster's default is asynchronous commit; an acknowledged commit must survive
+        // the immediate restarts of the faults.
+        sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {name} SET synchronous_commit = on")))
+            .execute(&admin)
+            .await?;
         admin.close().await;
         let direct_url = crate::outbox_process::database_url(admin_url, &name);
         let output = Command::new(binary)
@@ -160,8 +183,9 @@ impl Server {
         format!(
             "database_url = \"{url}\"\nroles = [\"all\"]\nallow_private_targets = true\n\n\
              [[auth.api_keys]]\nid = \"torture\"\nsha256 = \"{digest}\"\ntenant = \"{TENANT}\"\n\
-             scopes = [\"events:read\", \"events:write\"]\n\n\
-             [watch]\npoll_ms = 50\nheartbeat_ms = 1000\nmax_duration_ms = 20000\n\n{sinks}",
+             scopes = [\"events:read\", \"events:write\", \"webhooks:write\"]\n\n\
+             [watch]\npoll_ms = 50\nheartbeat_ms = 1000\nmax_duration_ms = 20000\n\n\
+             [webhooks]\nseal_key = \"{SEAL_KEY}\"\n\n{sinks}",
             url = self.setup.database_url,
             sinks = self.setup.sinks.replace("{server}", &self.number.to_string()),
         )

@@ -4,9 +4,11 @@
 //! Each transaction is one of: a single `publish`; a `publish_many` of up to five events;
 //! one that writes elsewhere first (a row of `torture_side`, so that it holds an older
 //! transaction id while it waits) and publishes late; a slow one that waits after
-//! publishing. About one in five is rolled back on purpose. A failure before `COMMIT` rolls
-//! the transaction back; a failure during `COMMIT` leaves the outcome unknown, and the
-//! checker resolves it from the table. Most events are tenant [`TENANT`]'s, some
+//! publishing; one, on a connection of its own, whose writer "dies" mid-commit: the
+//! connection is dropped a few milliseconds after `COMMIT` was sent, answered or not.
+//! About one in five is rolled back on purpose. A failure before `COMMIT` rolls the
+//! transaction back; a failure during `COMMIT` (or a writer killed before the answer) leaves
+//! the outcome unknown, and the checker resolves it from the table. Most events are tenant [`TENANT`]'s, some
 //! [`OTHER_TENANT`]'s.
 //!
 //! [`run_http`] writers publish through `POST /events` of whichever server is up instead
@@ -52,9 +54,10 @@ pub(crate) async fn run(url: String, plan: WriterPlan, seed: u64, stop: Arc<Atom
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(5))
-            .connect_lazy_with(options.application_name(&format!("torture-writer-{number}")));
+            .connect_lazy_with(options.clone().application_name(&format!("torture-writer-{number}")));
         let writer = Writer {
             number,
+            options: options.application_name(&format!("torture-writer-{number}-killed")),
             pool,
             plan,
             rng: StdRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(number as u64)),
@@ -71,6 +74,8 @@ pub(crate) async fn run(url: String, plan: WriterPlan, seed: u64, stop: Arc<Atom
 
 struct Writer {
     number: usize,
+    /// For a connection of its own, which a [`Shape::Killed`] transaction abandons.
+    options: sqlx::postgres::PgConnectOptions,
     pool: sqlx::PgPool,
     plan: WriterPlan,
     rng: StdRng,
@@ -83,6 +88,9 @@ enum Shape {
     Many(usize),
     SideFirst(Duration),
     Slow(Duration),
+    /// On a connection of its own, which is dropped (its socket closed) this long after
+    /// `COMMIT` was sent, as when the writer's process dies mid-commit.
+    Killed(Duration),
 }
 
 impl Writer {
@@ -102,11 +110,12 @@ impl Writer {
 
     fn shape(&mut self) -> Shape {
         let slow = self.rng.random_range(Duration::ZERO..=self.plan.slow_max);
-        match self.rng.random_range(0..10) {
-            0..=3 => Shape::One,
-            4..=6 => Shape::Many(self.rng.random_range(2..=5)),
-            7 => Shape::SideFirst(slow),
-            _ => Shape::Slow(slow),
+        match self.rng.random_range(0..40) {
+            0..=15 => Shape::One,
+            16..=27 => Shape::Many(self.rng.random_range(2..=5)),
+            28..=31 => Shape::SideFirst(slow),
+            32..=38 => Shape::Slow(slow),
+            _ => Shape::Killed(Duration::from_micros(self.rng.random_range(0..3_000))),
         }
     }
 
@@ -119,6 +128,9 @@ impl Writer {
 
     /// One transaction; records its ids under the outcome.
     async fn transaction(&mut self, n: u64, shape: &Shape, events: &[NewEvent], roll_back: bool) {
+        if let Shape::Killed(after) = shape {
+            return self.killed(events, *after).await;
+        }
         let Ok(mut tx) = self.pool.begin().await else { return };
         if let Shape::SideFirst(wait) = shape {
             let side = sqlx::query("INSERT INTO torture_side (n) VALUES ($1)")
@@ -149,6 +161,29 @@ impl Writer {
             // The connection may have died before or after the server committed.
             Err(_) => self.writes.lock().unknown.extend(ids),
         }
+    }
+}
+
+impl Writer {
+    /// A transaction whose writer dies mid-commit: `COMMIT` is sent, and `after` later the
+    /// connection is dropped whether or not the answer came. An answer that came is
+    /// recorded; otherwise the outcome is unknown, whatever the server did.
+    async fn killed(&mut self, events: &[NewEvent], after: Duration) {
+        use sqlx::Connection;
+        let Ok(mut connection) = sqlx::PgConnection::connect_with(&self.options).await else { return };
+        let Ok(mut tx) = connection.begin().await else { return };
+        let Ok(ids) = outbox_pg::publish_many(&mut *tx, events).await else { return };
+        let outcome = tokio::time::timeout(after, tx.commit()).await;
+        let mut writes = self.writes.lock();
+        match outcome {
+            Ok(Ok(())) => writes.committed.extend(ids),
+            Ok(Err(_)) | Err(_) => {
+                writes.killed += 1;
+                writes.unknown.extend(ids);
+            }
+        }
+        // Dropped without a goodbye: the socket closes as a dead process's would.
+        drop(connection);
     }
 }
 
