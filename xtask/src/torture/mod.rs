@@ -73,11 +73,13 @@ impl Profile {
                 writers: 16,
                 slow_max: Duration::from_millis(1500),
                 pause_max: Duration::from_millis(100),
+                batch_max: 5,
             },
             Profile::Long => writers::WriterPlan {
                 writers: 24,
                 slow_max: Duration::from_secs(3),
                 pause_max: Duration::from_millis(20),
+                batch_max: 25,
             },
         }
     }

@@ -1,7 +1,8 @@
 //! The writers: tasks that publish through `outbox_pg` into their own transactions, over
 //! the fault proxy, and record what they attempted and how it ended.
 //!
-//! Each transaction is one of: a single `publish`; a `publish_many` of up to five events;
+//! Each transaction is one of: a single `publish`; a `publish_many` of up to five events
+//! (25 in the `long` profile);
 //! one that writes elsewhere first (a row of `torture_side`, so that it holds an older
 //! transaction id while it waits) and publishes late; a slow one that waits after
 //! publishing; one, on a connection of its own, whose writer "dies" mid-commit: the
@@ -43,6 +44,8 @@ pub(crate) struct WriterPlan {
     pub(crate) slow_max: Duration,
     /// The pause between two transactions of one writer, at most.
     pub(crate) pause_max: Duration,
+    /// The most events a `publish_many` writes.
+    pub(crate) batch_max: usize,
 }
 
 /// Runs `plan.writers` writers on `url` until `stop`; returns what they recorded.
@@ -112,7 +115,7 @@ impl Writer {
         let slow = self.rng.random_range(Duration::ZERO..=self.plan.slow_max);
         match self.rng.random_range(0..40) {
             0..=15 => Shape::One,
-            16..=27 => Shape::Many(self.rng.random_range(2..=5)),
+            16..=27 => Shape::Many(self.rng.random_range(2..=self.plan.batch_max)),
             28..=31 => Shape::SideFirst(slow),
             32..=38 => Shape::Slow(slow),
             _ => Shape::Killed(Duration::from_micros(self.rng.random_range(0..3_000))),
