@@ -76,7 +76,7 @@ impl Profile {
                 batch_max: 5,
             },
             Profile::Long => writers::WriterPlan {
-                writers: 24,
+                writers: 40,
                 slow_max: Duration::from_secs(3),
                 pause_max: Duration::from_millis(20),
                 batch_max: 25,
