@@ -42,7 +42,12 @@
 mod client;
 mod error;
 mod follow;
+#[cfg(test)]
+mod fuzz_sse;
 mod list;
+#[cfg(test)]
+#[path = "../../../fuzz/mutate.rs"]
+mod mutate;
 mod sse;
 pub mod watch;
 pub mod webhooks;

@@ -59,7 +59,14 @@ mod body;
 pub mod console;
 mod error;
 mod event_types;
+#[cfg(test)]
+mod fuzz_json_body;
+#[cfg(test)]
+mod fuzz_query;
 mod list;
+#[cfg(test)]
+#[path = "../../../fuzz/mutate.rs"]
+mod mutate;
 pub mod proto;
 mod publish;
 mod query;

@@ -28,7 +28,7 @@ use crate::auth::{require_scope, tenant_to_read};
 use crate::error::bytes_response;
 use crate::query::{Query, number_in, position, subject, type_filter};
 use crate::service::OutboxService;
-use crate::{ApiError, Body, json_response, proto, scope};
+use crate::{ApiError, Body, Grant, json_response, proto, scope};
 
 /// The most rows one page examines under a filter before it answers with what it has.
 pub(crate) const SCAN_BUDGET: usize = 5_000;
@@ -52,15 +52,21 @@ pub(crate) struct Page {
 pub(crate) async fn list(service: &OutboxService, parts: &Parts) -> Result<Response<Body>, ApiError> {
     let grant = service.authorizer.authorize(&parts.headers).await?;
     require_scope(&grant, scope::EVENTS_READ)?;
-    let query = Query::parse(parts.uri.query(), PARAMETERS)?;
-    let mut request = ReadRequest::tenant(tenant_to_read(&grant, query.get("tenantId"))?);
+    let request = read_request(&grant, parts.uri.query())?;
+    let page = fill_page(&service.pool, request).await?;
+    service.stats.listed();
+    if wants_protobuf(&parts.headers) { Ok(protobuf_page(&page)) } else { Ok(json_page(&page)) }
+}
+
+/// The read that `query` asks of `grant`'s events, or the refusal naming the parameter.
+pub(crate) fn read_request(grant: &Grant, query: Option<&str>) -> Result<ReadRequest, ApiError> {
+    let query = Query::parse(query, PARAMETERS)?;
+    let mut request = ReadRequest::tenant(tenant_to_read(grant, query.get("tenantId"))?);
     request.patterns = type_filter(query.get("types"), query.get("type"))?.unwrap_or_default();
     request.subject = query.get("subject").map(|text| subject("subject", text)).transpose()?;
     request.after = query.get("cursor").map(|cursor| position("cursor", cursor)).transpose()?;
     request.limit = page_limit(query.get("limit"), request.subject.is_some())?;
-    let page = fill_page(&service.pool, request).await?;
-    service.stats.listed();
-    if wants_protobuf(&parts.headers) { Ok(protobuf_page(&page)) } else { Ok(json_page(&page)) }
+    Ok(request)
 }
 
 fn page_limit(limit: Option<&str>, with_subject: bool) -> Result<usize, ApiError> {

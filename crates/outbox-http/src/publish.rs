@@ -42,15 +42,16 @@ where
 }
 
 /// One event object, or `{"events":[…]}`. Errors name the event's index and the field.
-fn parse_events(body: &[u8]) -> Result<Vec<NewEvent>, ApiError> {
+pub(crate) fn parse_events(body: &[u8]) -> Result<Vec<NewEvent>, ApiError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
     let Value::Object(mut object) = value else {
         return Err(ApiError::invalid("the body must be one event object or {\"events\":[…]}"));
     };
     let Some(events) = object.remove("events") else {
-        let event =
-            serde_json::from_value(Value::Object(object)).map_err(|e| ApiError::invalid(format!("event: {e}")))?;
+        let event = Value::Object(object);
+        check_text_fields("event", &event)?;
+        let event = serde_json::from_value(event).map_err(|e| ApiError::invalid(format!("event: {e}")))?;
         return Ok(vec![event]);
     };
     if let Some(other) = object.keys().next() {
@@ -63,7 +64,31 @@ fn parse_events(body: &[u8]) -> Result<Vec<NewEvent>, ApiError> {
 }
 
 fn parse_event(index: usize, event: Value) -> Result<NewEvent, ApiError> {
-    serde_json::from_value(event).map_err(|e| ApiError::invalid(format!("event {index}: {e}")))
+    let at = format!("event {index}");
+    check_text_fields(&at, &event)?;
+    serde_json::from_value(event).map_err(|e| ApiError::invalid(format!("{at}: {e}")))
+}
+
+/// The fields an event holds as text, named when they hold something else: serde's own
+/// message (`invalid type: integer `1`, expected a string`) does not say which field.
+fn check_text_fields(at: &str, event: &Value) -> Result<(), ApiError> {
+    for field in ["type", "tenantId", "subject"] {
+        match event.get(field) {
+            None | Some(Value::String(_)) => {}
+            Some(other) => {
+                let kind = match other {
+                    Value::Null => "null",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::Array(_) => "an array",
+                    Value::Object(_) => "an object",
+                    Value::String(_) => "a string",
+                };
+                return Err(ApiError::invalid(format!("{at}: {field} must be a string (got {kind})")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an event of another tenant than the caller's, unless the caller is an administrator.
@@ -119,6 +144,18 @@ mod tests {
         check(&format!(r#"{{"events":[{ONE}],"extra":1}}"#), Err("extra"));
         check(&format!(r#"{{"events":[{ONE},{{"type":"node.joined"}}]}}"#), Err("event 1: missing field"));
         check(r#"{"type":"node.joined","tenantId":"acme","subject":"node/n1"}"#, Err("event: missing field `data`"));
+        check(
+            r#"{"type":1,"tenantId":"acme","subject":"node/n1","data":{}}"#,
+            Err("event: type must be a string (got a number)"),
+        );
+        check(
+            &format!(r#"{{"events":[{ONE},{{"type":"a.b","tenantId":null,"subject":"node/n1","data":{{}}}}]}}"#),
+            Err("event 1: tenantId must be a string (got null)"),
+        );
+        check(
+            r#"{"type":"a.b","tenantId":"acme","subject":["x"],"data":{}}"#,
+            Err("event: subject must be a string (got an array)"),
+        );
     }
 
     #[test]

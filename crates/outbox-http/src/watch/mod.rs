@@ -31,7 +31,7 @@ pub use options::WatchOptions;
 use crate::auth::{require_scope, tenant_to_read};
 use crate::query::{Query, pattern_list, position};
 use crate::service::OutboxService;
-use crate::{ApiError, Body, scope};
+use crate::{ApiError, Body, Grant, scope};
 use stream::{StreamContext, WatchStream};
 
 /// The query parameters `/watch` takes.
@@ -41,13 +41,7 @@ const PARAMETERS: &[&str] = &["types", "tenantId", "cursor"];
 pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Response<Body>, ApiError> {
     let grant = service.authorizer.authorize(&parts.headers).await?;
     require_scope(&grant, scope::EVENTS_READ)?;
-    let query = Query::parse(parts.uri.query(), PARAMETERS)?;
-    let tenant = tenant_to_read(&grant, query.get("tenantId"))?;
-    let patterns = match query.get("types") {
-        Some(list) => pattern_list(list)?,
-        None => vec![Pattern::all()],
-    };
-    let start = start_position(&parts.headers, query.get("cursor"))?;
+    let (request, start) = stream_request(&grant, parts.uri.query(), &parts.headers)?;
     if service.is_shut_down() {
         return Err(ApiError::new(ErrorCode::Unavailable, "the server is shutting down; reconnect"));
     }
@@ -69,8 +63,24 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
         tail,
     };
     service.stats.opened();
-    let request = ReadRequest::tenant(tenant).types(patterns);
     Ok(sse_response(WatchStream::new(context, grant, registration, request, start, from_now)))
+}
+
+/// The read that `query` asks of `grant`'s events and where it starts (`None`: the head),
+/// or the refusal naming the parameter or header.
+pub(crate) fn stream_request(
+    grant: &Grant,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<(ReadRequest, Option<Position>), ApiError> {
+    let query = Query::parse(query, PARAMETERS)?;
+    let tenant = tenant_to_read(grant, query.get("tenantId"))?;
+    let patterns = match query.get("types") {
+        Some(list) => pattern_list(list)?,
+        None => vec![Pattern::all()],
+    };
+    let start = start_position(headers, query.get("cursor"))?;
+    Ok((ReadRequest::tenant(tenant).types(patterns), start))
 }
 
 /// Where a stream "from now" starts: the head at open time, or the tail's position when it
