@@ -676,6 +676,7 @@ mod tests {
         refused("[watch]\nbatch = 5000", "watch.batch must be 1 to 1000");
         refused("[retention]\nbatch = 0", "retention.batch");
         refused("[retention]\nevery_seconds = 0", "retention.every_seconds");
+        refused("[retention]\nevery_seconds = 18446744073709551615", "retention.every_seconds: must be 1 to 604800");
         let key = |sha: &str, tenant: &str, scope: &str| {
             format!(
                 "[[auth.api_keys]]\nid = \"ops\"\nsha256 = \"{sha}\"\ntenant = \"{tenant}\"\nscopes = [\"{scope}\"]"

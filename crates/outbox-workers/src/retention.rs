@@ -71,6 +71,10 @@ impl Default for RetentionConfig {
     }
 }
 
+/// The longest wait between passes: a week. A longer one would make the lease's TTL
+/// (a pass and the wait after it) overflow what a duration and PostgreSQL's interval hold.
+const MAX_EVERY: Duration = Duration::from_secs(7 * 24 * 3600);
+
 impl RetentionConfig {
     /// Checks the settings, naming the `[retention]` key of a bad one
     /// ([`Error::Config`]); [`Retention::start`] checks too, a host calls it at start-up.
@@ -81,8 +85,8 @@ impl RetentionConfig {
         if self.max_rounds == 0 {
             return Err(Error::config("retention.max_rounds", "must be at least 1"));
         }
-        if self.every.is_zero() {
-            return Err(Error::config("retention.every_seconds", "must be greater than 0"));
+        if self.every.is_zero() || self.every > MAX_EVERY {
+            return Err(Error::config("retention.every_seconds", "must be 1 to 604800 (a week)"));
         }
         if self.holder.is_empty() {
             return Err(Error::config("retention.holder", "must not be empty"));
