@@ -152,6 +152,9 @@ pub(crate) async fn nats_read_back(url: &str) -> anyhow::Result<(Vec<Received>, 
     Ok((received, wrong_ids))
 }
 
+/// How many entries one XRANGE of [`redis_read_back`] asks for.
+const REDIS_PAGE: usize = 10_000;
+
 /// Every entry of the Redis streams `torture:<tenant>`, merged in id order, as (event id,
 /// the entry's id read as a position), with the number whose id is not their event's position.
 pub(crate) async fn redis_read_back(url: &str, tenants: &[&str]) -> anyhow::Result<(Vec<Received>, usize)> {
@@ -161,8 +164,23 @@ pub(crate) async fn redis_read_back(url: &str, tenants: &[&str]) -> anyhow::Resu
     let mut received = Vec::new();
     let mut wrong_ids = 0;
     for tenant in tenants {
-        let reply: redis::streams::StreamRangeReply = connection.xrange_all(format!("torture:{tenant}")).await?;
-        for entry in reply.ids {
+        let key = format!("torture:{tenant}");
+        // Page by page: one XRANGE of a long run's million entries outlasts the client's
+        // response timeout.
+        let mut start = "-".to_owned();
+        let mut entries = Vec::new();
+        loop {
+            let reply: redis::streams::StreamRangeReply =
+                connection.xrange_count(&key, &start, "+", REDIS_PAGE).await?;
+            let Some(last) = reply.ids.last() else { break };
+            start = format!("({}", last.id);
+            let full = reply.ids.len() == REDIS_PAGE;
+            entries.extend(reply.ids);
+            if !full {
+                break;
+            }
+        }
+        for entry in entries {
             let event: String = entry.get("event").context("an entry without its event")?;
             let stored: Stored = serde_json::from_str(&event)?;
             let position = Position::parse(&entry.id.replace('-', ".")).context("an entry id")?;
