@@ -7,7 +7,8 @@
 pub mod browser;
 
 pub mod wait {
-    //! Waiting for a condition with a deadline, never for a fixed time.
+    //! Waiting for a condition with a deadline, never for a fixed time; and watching over a
+    //! stated window that something does not happen.
 
     use std::future::Future;
     use std::time::{Duration, Instant};
@@ -21,6 +22,22 @@ pub mod wait {
         let deadline = Instant::now() + within;
         while !check().await {
             assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// For a claim that something does not happen: polls `check` every 10 ms for `window`
+    /// and panics naming `what` as soon as it holds. The window must be long enough for a
+    /// faulty implementation to do what it must not (a test says why it is); a correct one
+    /// waits it out, a faulty one fails at once.
+    pub async fn never<F, Fut>(what: &str, window: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let deadline = Instant::now() + window;
+        while Instant::now() < deadline {
+            assert!(!check().await, "{what} happened within {window:?}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }

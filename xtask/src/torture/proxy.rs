@@ -72,9 +72,14 @@ impl Proxy {
 
     /// Holds every byte in both directions for `duration`, then lets them through.
     pub(crate) async fn stall(&self, duration: Duration) {
-        self.state.stalled.send_replace(true);
+        self.hold(true);
         tokio::time::sleep(duration).await;
-        self.state.stalled.send_replace(false);
+        self.hold(false);
+    }
+
+    /// Holds every byte in both directions from now on (`true`), or lets them through again.
+    fn hold(&self, held: bool) {
+        self.state.stalled.send_replace(held);
     }
 
     /// Adds `delay` to every chunk relayed from now on (zero: none).
@@ -167,13 +172,17 @@ mod tests {
         let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
         assert_eq!(round_trip(&mut client, b"hello").await.unwrap(), b"hello");
 
-        let stalling = proxy.clone();
-        let stall = tokio::spawn(async move { stalling.stall(Duration::from_millis(300)).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let started = std::time::Instant::now();
-        assert_eq!(round_trip(&mut client, b"late").await.unwrap(), b"late", "a stall loses nothing");
-        assert!(started.elapsed() >= Duration::from_millis(200), "held for the stall: {:?}", started.elapsed());
-        stall.await.unwrap();
+        proxy.hold(true);
+        let mut trip = tokio::spawn(async move {
+            let answer = round_trip(&mut client, b"late").await;
+            (client, answer)
+        });
+        // A proxy that did not hold would echo within a millisecond or two.
+        let held = tokio::time::timeout(Duration::from_millis(200), &mut trip).await;
+        assert!(held.is_err(), "nothing comes back while the proxy holds");
+        proxy.hold(false);
+        let (mut client, answer) = trip.await.unwrap();
+        assert_eq!(answer.unwrap(), b"late", "a stall loses nothing");
 
         proxy.cut();
         let mut buffer = [0u8; 8];
