@@ -30,6 +30,32 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the process gets to exit after SIGTERM: the server's own grace (10 s) and a margin.
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
+/// Completes `command` (the `outbox` binary, or a shell that executes it) into `outbox serve`
+/// on a free loopback port with the configuration file `config`: only that file configures
+/// it (the environment's `OUTBOX_*` overrides are removed), it logs warnings and worse, and
+/// its first line on stdout, piped, says where it listens ([`listening_port`]).
+pub(crate) fn serve_args<'c>(command: &'c mut Command, config: &Path) -> &'c mut Command {
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .env("OUTBOX_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .env_remove("OUTBOX_CONFIG")
+        .env_remove("OUTBOX_LISTEN")
+        .env_remove("OUTBOX_ROLES")
+        .env_remove("OUTBOX_JWT_SECRET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+}
+
+/// The port in `outbox serve`'s first line (`outbox serve: listening on http://127.0.0.1:<port> …`).
+pub(crate) fn listening_port(line: &str) -> Option<u16> {
+    line.trim()
+        .strip_prefix("outbox serve: listening on http://127.0.0.1:")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|port| port.parse().ok())
+}
+
 /// Builds the `outbox` binary in release and returns its path.
 pub(crate) fn build() -> anyhow::Result<PathBuf> {
     eprintln!("xtask: building the outbox binary (cargo build --release -p outbox-server)");
@@ -84,21 +110,14 @@ impl OutboxProcess {
     /// Starts `binary serve` with `options` and waits until it answers `/readyz` with 200.
     pub(crate) fn start(binary: &Path, options: &ServeOptions<'_>) -> anyhow::Result<OutboxProcess> {
         let config = write_config(options)?;
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             // Raise the soft limit on open files to the hard one, for thousands of connections.
             .arg("ulimit -n \"$(ulimit -H -n)\" 2>/dev/null; exec \"$0\" \"$@\"")
-            .arg(binary)
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
+            .arg(binary);
+        let mut child = serve_args(&mut command, &config)
             .env("DATABASE_URL", options.database_url)
-            .env("OUTBOX_LOG", "warn")
-            .env_remove("OUTBOX_CONFIG")
-            .env_remove("OUTBOX_LISTEN")
-            .env_remove("OUTBOX_ROLES")
-            .env_remove("OUTBOX_JWT_SECRET")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {} serve", binary.display()))?;
         let stdout = BufReader::new(child.stdout.take().context("the server's stdout")?);
@@ -112,12 +131,7 @@ impl OutboxProcess {
     fn read_port(&mut self) -> anyhow::Result<u16> {
         let mut line = String::new();
         self.stdout.read_line(&mut line).context("reading the server's first line")?;
-        let port = line
-            .trim()
-            .strip_prefix("outbox serve: listening on http://127.0.0.1:")
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|port| port.parse().ok());
-        match port {
+        match listening_port(&line) {
             Some(port) => Ok(port),
             None => {
                 let status = self.child.wait()?;

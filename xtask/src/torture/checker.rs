@@ -99,6 +99,22 @@ pub(crate) struct Consumer {
 }
 
 impl Consumer {
+    /// The durable record of a consumer of every tenant that redelivers from a saved cursor
+    /// (a sink's output), cut into sessions by [`Consumer::split_redeliveries`].
+    pub(crate) fn redelivered(name: &str, received: Vec<Received>) -> Consumer {
+        let mut consumer = Consumer {
+            name: name.to_owned(),
+            tenant: None,
+            types: Vec::new(),
+            delivery: Delivery::Redelivering,
+            durable: true,
+            since: None,
+            sessions: vec![Session { after: None, received }],
+        };
+        consumer.split_redeliveries();
+        consumer
+    }
+
     /// For a consumer that starts at the head of the moment it was made, whose start the
     /// run cannot know: takes it to have started just before the first event it received
     /// (or after the last row, when it received nothing), so that everything from there on
@@ -541,17 +557,7 @@ mod tests {
     }
 
     fn sink(received: Vec<Received>) -> Consumer {
-        let mut consumer = Consumer {
-            name: "sink".into(),
-            tenant: None,
-            types: Vec::new(),
-            delivery: Delivery::Redelivering,
-            durable: true,
-            since: None,
-            sessions: vec![Session { after: None, received }],
-        };
-        consumer.split_redeliveries();
-        consumer
+        Consumer::redelivered("sink", received)
     }
 
     #[test]

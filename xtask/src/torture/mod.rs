@@ -288,10 +288,8 @@ async fn run_with(
 
     let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take_for_check(&truth)).collect();
     consumers.push(sink_record(dir)?);
-    let mut hooks = read_back("sink hooks (webhook receiver)", receiver.record());
-    hooks.delivery = Delivery::Interleaved;
-    hooks.split_redeliveries();
-    consumers.push(hooks);
+    let hooks = Consumer::redelivered("sink hooks (webhook receiver)", receiver.record());
+    consumers.push(Consumer { delivery: Delivery::Interleaved, ..hooks });
     let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url()).await?;
     consumers.push(read_back("sink bus (nats, read back)", nats));
     let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url(), &[TENANT, OTHER_TENANT]).await?;
@@ -525,16 +523,7 @@ fn sink_record(dir: &Path) -> anyhow::Result<Consumer> {
                 Err(_) => torn += 1,
             }
         }
-        let mut file = Consumer {
-            name: String::new(),
-            tenant: None,
-            types: Vec::new(),
-            delivery: Delivery::Redelivering,
-            durable: true,
-            since: None,
-            sessions: vec![Session { after: None, received }],
-        };
-        file.split_redeliveries();
+        let file = Consumer::redelivered("", received);
         sessions.extend(file.sessions.into_iter().filter(|session| !session.received.is_empty()));
     }
     if torn > 0 {

@@ -9,12 +9,14 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres, find_bindir};
+
+use crate::outbox_process::{listening_port, serve_args};
 use parking_lot::Mutex;
 use sha2::Digest;
 
@@ -139,17 +141,7 @@ impl Server {
             .create(true)
             .append(true)
             .open(self.setup.dir.join(format!("server-{}.log", self.number)))?;
-        let mut child = Command::new(&self.setup.binary)
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .env("OUTBOX_LOG", "warn")
-            .env_remove("DATABASE_URL")
-            .env_remove("OUTBOX_CONFIG")
-            .env_remove("OUTBOX_LISTEN")
-            .env_remove("OUTBOX_ROLES")
-            .env_remove("OUTBOX_JWT_SECRET")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+        let mut child = serve_args(&mut Command::new(&self.setup.binary), &config)
             .stderr(log)
             .spawn()
             .context("starting outbox serve")?;
@@ -163,12 +155,7 @@ impl Server {
                 sink.clear();
             }
         });
-        let port = line
-            .trim()
-            .strip_prefix("outbox serve: listening on http://127.0.0.1:")
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|port| port.parse().ok());
-        let Some(port) = port else {
+        let Some(port) = listening_port(&line) else {
             let _ = child.kill();
             bail!("server {} said {line:?}, not where it listens", self.number);
         };
