@@ -97,10 +97,14 @@ impl Recorder {
         self.record.lock().clone()
     }
 
-    /// Its record, ready for the checker: anchored at its first event when it started
-    /// "from now".
+    /// Its record, ready for the checker: a redelivering one (a webhook subscription, which
+    /// repeats from its saved cursor after a fault) cut into sessions where a position does
+    /// not increase, and anchored at its first event when it started "from now".
     pub(crate) fn take_for_check(&self, truth: &[Row]) -> Consumer {
         let mut consumer = self.take();
+        if consumer.delivery != Delivery::Exact {
+            consumer.split_redeliveries();
+        }
         if self.from_now {
             consumer.anchor(truth);
         }
@@ -415,4 +419,47 @@ pub(crate) async fn subscribers(
         subscriptions.push(subscribers.subscribe(outbox_core::Pattern::parse(pattern)?, handler).await?);
     }
     Ok(subscriptions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::torture::checker::{Writes, check};
+
+    #[test]
+    fn a_redelivering_subscription_that_steps_back_to_its_cursor_is_checked_per_session() {
+        let truth: Vec<Row> = (1..=8)
+            .map(|n| Row {
+                id: format!("e{n}"),
+                position: Position { txid: 100 + n, seq: n },
+                tenant: TENANT.to_owned(),
+                event_type: "node.joined".to_owned(),
+            })
+            .collect();
+        let writes = Writes { committed: truth.iter().map(|row| row.id.clone()).collect(), ..Writes::default() };
+        let recorder = Recorder::from_now("subscription", Some(TENANT), &[], Delivery::Interleaved);
+        recorder.open(None);
+        // From now (e3 on), then a step back to the saved cursor after a fault.
+        for n in [3, 4, 5, 6, 4, 5, 6, 7, 8] {
+            recorder.receive(Received { id: format!("e{n}"), position: truth[n as usize - 1].position });
+        }
+        let report = check(&truth, &writes, &[recorder.take_for_check(&truth)]);
+        assert!(report.passed(), "{}", report.summary(20));
+        assert_eq!(report.tallies[0].duplicated, 3);
+
+        let skipping = Recorder::from_now("subscription", Some(TENANT), &[], Delivery::Interleaved);
+        skipping.open(None);
+        for n in [3, 4, 5, 6, 7, 5, 8] {
+            skipping.receive(Received { id: format!("e{n}"), position: truth[n as usize - 1].position });
+        }
+        let report = check(&truth, &writes, &[skipping.take_for_check(&truth)]);
+        assert!(report.passed(), "a step back over what was delivered: {}", report.summary(20));
+        let losing = Recorder::from_now("subscription", Some(TENANT), &[], Delivery::Interleaved);
+        losing.open(None);
+        for n in [3, 4, 6, 4, 6, 7, 8] {
+            losing.receive(Received { id: format!("e{n}"), position: truth[n as usize - 1].position });
+        }
+        let report = check(&truth, &writes, &[losing.take_for_check(&truth)]);
+        assert_eq!(report.tallies[0].lost, 1, "e5 never came: {}", report.summary(20));
+    }
 }
