@@ -60,6 +60,14 @@ pub(crate) enum Profile {
 }
 
 impl Profile {
+    /// As `--profile` takes it.
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Ci => "ci",
+            Profile::Long => "long",
+        }
+    }
+
     fn minutes(self) -> f64 {
         match self {
             Profile::Ci => 3.0,
@@ -120,8 +128,9 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
     let seed = options.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
     let minutes = options.minutes.unwrap_or(options.profile.minutes());
     let length = Duration::from_secs_f64(minutes * 60.0);
-    println!("torture: seed {seed}, profile {:?}, {minutes} minutes of faults", options.profile);
-    println!("torture: rerun with `cargo xtask torture --seed {seed} --minutes {minutes}`");
+    let profile = options.profile.name();
+    println!("torture: seed {seed}, profile {profile}, {minutes} minutes of faults");
+    println!("torture: rerun with `cargo xtask torture --profile {profile} --seed {seed} --minutes {minutes}`");
     let binary = match options.binary {
         Some(binary) => binary,
         None => build_outbox()?,
