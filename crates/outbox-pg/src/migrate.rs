@@ -79,6 +79,10 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0015_position_key", include_str!("../../../migrations/core/0015_position_key.sql")),
         Migration::new("core/0016_payload_time", include_str!("../../../migrations/core/0016_payload_time.sql")),
         Migration::new("core/0017_cursor_ordinals", include_str!("../../../migrations/core/0017_cursor_ordinals.sql")),
+        Migration::new(
+            "core/0018_publish_many_checks",
+            include_str!("../../../migrations/core/0018_publish_many_checks.sql"),
+        ),
     ]
 }
 

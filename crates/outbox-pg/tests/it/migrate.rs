@@ -93,6 +93,7 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0015_position_key",
             "core/0016_payload_time",
             "core/0017_cursor_ordinals",
+            "core/0018_publish_many_checks",
             "app/0001_init",
             "app/0002_more"
         ]

@@ -103,6 +103,30 @@ async fn sql_and_rust_publishing_write_the_same_event_shape() {
     assert_eq!(stored[2].1, stored[3].1, "one clock reading per batch");
 }
 
+/// A batch's ids, written with their shared parts once, are each what `outbox_event_id`
+/// makes of the same draw: across a carry from the low random half into the high one too,
+/// and at the top of the 80 random bits, where the high half wraps.
+#[tokio::test]
+async fn a_batch_of_ids_is_the_ids_one_by_one_across_a_carry() {
+    let db = TestDb::new().await;
+    let top = (1_i64 << 40) - 1;
+    let draws = [(1_764_000_000_000_i64, 12_345_i64, 67_890_i64), (1_764_000_000_001, 99, top - 3), (1, top, top - 1)];
+    for (ms, high, low) in draws {
+        let (batch, one_by_one): (Vec<String>, Vec<String>) = sqlx::query_as(
+            "SELECT outbox_event_ids($1, $2, $3, 8),
+                    ARRAY(SELECT outbox_event_id($1, $2, $3, k) FROM generate_series(0, 7) k)",
+        )
+        .bind(ms)
+        .bind(high)
+        .bind(low)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(batch, one_by_one, "draw ({ms}, {high}, {low})");
+        assert!(batch.windows(2).all(|pair| pair[0] < pair[1]) || high == top, "{batch:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_rolled_back_sql_publish_leaves_nothing() {
     let db = TestDb::new().await;
