@@ -19,7 +19,7 @@ async fn migrate_applies_then_reports_current_and_dry_run_lists_nothing() {
     let (out, err) = text(&first);
     assert!(first.status.success(), "{out}{err}");
     assert!(out.contains("applied core/0002_base"), "{out}");
-    assert!(out.contains("12 applied, 0 already current"), "{out}");
+    assert!(out.contains("13 applied, 0 already current"), "{out}");
     let names: Vec<String> =
         sqlx::query_scalar("SELECT name FROM compute_migrations ORDER BY name").fetch_all(&db.pool).await.unwrap();
     assert_eq!(
@@ -36,12 +36,13 @@ async fn migrate_applies_then_reports_current_and_dry_run_lists_nothing() {
             "core/0016_payload_time",
             "core/0017_cursor_ordinals",
             "core/0018_publish_many_checks",
+            "core/0019_subject_functions_inlined",
             "server/0001_revocations"
         ]
     );
 
     let second = run(&["migrate"], &[("DATABASE_URL", &db.url)]);
-    assert!(text(&second).0.contains("0 applied, 12 already current"));
+    assert!(text(&second).0.contains("0 applied, 13 already current"));
     let dry = run(&["migrate", "--dry-run"], &[("DATABASE_URL", &db.url)]);
     assert!(text(&dry).0.contains("nothing to apply"));
 }

@@ -83,6 +83,10 @@ pub fn core_migrations() -> Vec<Migration> {
             "core/0018_publish_many_checks",
             include_str!("../../../migrations/core/0018_publish_many_checks.sql"),
         ),
+        Migration::new(
+            "core/0019_subject_functions_inlined",
+            include_str!("../../../migrations/core/0019_subject_functions_inlined.sql"),
+        ),
     ]
 }
 

@@ -94,6 +94,7 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0016_payload_time",
             "core/0017_cursor_ordinals",
             "core/0018_publish_many_checks",
+            "core/0019_subject_functions_inlined",
             "app/0001_init",
             "app/0002_more"
         ]
