@@ -355,6 +355,6 @@ mod tests {
     #[test]
     fn embedded_core_migrations_are_valid() {
         Migrator::new().check().unwrap();
-        assert_eq!(core_migrations().len(), 10);
+        assert_eq!(core_migrations().len(), 12);
     }
 }
