@@ -35,8 +35,8 @@ async fn migrate_applies_then_reports_current_and_dry_run_lists_nothing() {
             "core/0015_position_key",
             "core/0016_payload_time",
             "core/0017_cursor_ordinals",
-            "core/0018_publish_many_checks",
-            "core/0019_subject_functions_inlined",
+            "core/0018_subject_functions_inlined",
+            "core/0019_publish_many_checks",
             "server/0001_revocations"
         ]
     );

@@ -80,12 +80,12 @@ pub fn core_migrations() -> Vec<Migration> {
         Migration::new("core/0016_payload_time", include_str!("../../../migrations/core/0016_payload_time.sql")),
         Migration::new("core/0017_cursor_ordinals", include_str!("../../../migrations/core/0017_cursor_ordinals.sql")),
         Migration::new(
-            "core/0018_publish_many_checks",
-            include_str!("../../../migrations/core/0018_publish_many_checks.sql"),
+            "core/0018_subject_functions_inlined",
+            include_str!("../../../migrations/core/0018_subject_functions_inlined.sql"),
         ),
         Migration::new(
-            "core/0019_subject_functions_inlined",
-            include_str!("../../../migrations/core/0019_subject_functions_inlined.sql"),
+            "core/0019_publish_many_checks",
+            include_str!("../../../migrations/core/0019_publish_many_checks.sql"),
         ),
     ]
 }

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres, find_bindir};
-
-use crate::outbox_process::{listening_port, serve_args};
 use parking_lot::Mutex;
 use sha2::Digest;
+
+use crate::outbox_process::{listening_port, serve_args};
 
 /// The tenant whose events the consumers read; writers also write another one's.
 pub(crate) const TENANT: &str = "torture";

@@ -93,8 +93,8 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
             "core/0015_position_key",
             "core/0016_payload_time",
             "core/0017_cursor_ordinals",
-            "core/0018_publish_many_checks",
-            "core/0019_subject_functions_inlined",
+            "core/0018_subject_functions_inlined",
+            "core/0019_publish_many_checks",
             "app/0001_init",
             "app/0002_more"
         ]
