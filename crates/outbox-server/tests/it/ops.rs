@@ -208,6 +208,11 @@ async fn the_retention_role_prunes_and_counts() {
         read_page(&db.pool, &ReadRequest::all()).await.unwrap().events.is_empty()
     })
     .await;
+    // The pass's count lands after its DELETE commits, so the table empties first.
+    until("the pass to be counted", Duration::from_secs(30), || async {
+        value(&scrape(&server).await, "outbox_retention_rows_deleted_total", &[]).is_some_and(|n| n >= 8.0)
+    })
+    .await;
     let samples = scrape(&server).await;
     assert_eq!(value(&samples, "outbox_retention_rows_deleted_total", &[]), Some(8.0));
     assert_eq!(get(server.addr, "/readyz", None).await.status, 200);
