@@ -7,10 +7,10 @@
 //! of X come out in the opposite order of their commits. The xmin rule keeps positions
 //! stable; it does not reorder them.
 //!
-//! An ordered transaction begins by locking its subjects, `SELECT
-//! outbox_lock_subjects($1)` (migration `core/0014_sql_publishing`): a transaction-scoped
-//! advisory lock on each, keyed by [`subject_key`], taken in ascending key order so that two
-//! writers never wait on each other in a cycle. A second writer of a subject waits until
+//! An ordered transaction begins by locking its subjects with `outbox_lock_subjects`
+//! (migration `core/0014_sql_publishing`): a transaction-scoped advisory lock on each, keyed
+//! by [`subject_key`], taken in ascending key order so that two writers never wait on each
+//! other in a cycle. A second writer of a subject waits until
 //! the first has committed or rolled back, and only then takes its transaction id, so
 //! their events of that subject are read in commit order. The call is refused with
 //! `INVALID_INPUT` when the transaction already holds a transaction id: its events could
@@ -21,21 +21,48 @@
 //! right when the subject's events come from one writer at a time anyway, or when their
 //! consumers order by something of their own (a version in `data`).
 
+use outbox_core::validate::is_valid_subject;
 use sha2::{Digest, Sha256};
-use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
+use sqlx::{AssertSqlSafe, PgExecutor, PgPool, Postgres, Transaction};
 
 use crate::{Error, Result};
 
 /// Begins a transaction on `pool` that holds the locks of `subjects`: publish their events
 /// in it and commit; their events are read in commit order among ordered writers.
 ///
+/// The locks and the `BEGIN` travel in one round trip, `SELECT outbox_lock_subjects(…);
+/// BEGIN`, so an ordered transaction costs the round trips of a plain one. The lock runs in
+/// the implicit transaction that PostgreSQL opens for a query string, which `BEGIN` then
+/// turns into the caller's transaction, locks included. A lock that fails (a
+/// `lock_timeout`, a cancel) fails that implicit transaction alone: the connection goes back
+/// to the pool idle, never inside a failed transaction. The statement runs in a task of its
+/// own, so a caller that gives up while the lock is awaited (a timeout, a dropped request)
+/// leaves the task to finish and roll back, rather than a pooled connection left inside an
+/// open transaction.
+///
 /// # Errors
 /// [`Error::InvalidRequest`] (`INVALID_INPUT`) for a subject that breaks the subject rule
 /// (SPEC §3.2); [`Error::Database`] when the database fails.
 pub async fn ordered<S: AsRef<str>>(pool: &PgPool, subjects: &[S]) -> Result<Transaction<'static, Postgres>> {
-    let mut tx = pool.begin().await?;
-    lock_subjects(&mut *tx, subjects).await?;
-    Ok(tx)
+    let subjects: Vec<&str> = subjects.iter().map(AsRef::as_ref).collect();
+    if !subjects.iter().all(|subject| is_valid_subject(subject)) {
+        // The function refuses it, naming the subject and the rule as SQL callers see them.
+        let mut tx = pool.begin().await?;
+        lock_subjects(&mut *tx, &subjects).await?;
+        return Ok(tx);
+    }
+    // A valid subject is ASCII letters, digits and `._:@-/`: nothing that quotes or
+    // separates in a string or an array literal.
+    let statement = format!("SELECT outbox_lock_subjects('{{{}}}'); BEGIN", subjects.join(","));
+    let pool = pool.clone();
+    let begun = tokio::spawn(async move { pool.begin_with(AssertSqlSafe(statement)).await });
+    match begun.await {
+        Ok(begun) => begun.map_err(refusal),
+        Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+        Err(_) => Err(Error::Database(sqlx::Error::Io(std::io::Error::other(
+            "the runtime shut down as the transaction began",
+        )))),
+    }
 }
 
 /// Locks `subjects` in the caller's transaction, which must not have written anything

@@ -194,3 +194,69 @@ async fn the_lock_key_is_the_stated_hash_on_both_sides() {
     assert!(held);
     drop(tx);
 }
+
+/// A pool of one connection, so the next statement on the pool runs where the ordered
+/// transaction began, with `options` set on it.
+async fn one_connection(db: &TestDb, options: &[(&str, &str)]) -> PgPool {
+    let connect: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(connect.options(options.iter().copied()))
+        .await
+        .unwrap()
+}
+
+/// Whether a write on `pool` outside any transaction is committed: another session sees it.
+async fn an_autocommit_write_lands(pool: &PgPool, other: &PgPool, n: i64) -> bool {
+    sqlx::query("INSERT INTO elsewhere VALUES ($1)").bind(n).execute(pool).await.unwrap();
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM elsewhere WHERE n = $1)").bind(n).fetch_one(other).await.unwrap()
+}
+
+/// The locks and `BEGIN` share one query string; a lock that fails there (here a
+/// `lock_timeout`) fails only the implicit transaction, and the pooled connection is idle
+/// again, not inside a failed transaction.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_that_times_out_leaves_the_connection_idle() {
+    let db = TestDb::new().await;
+    setup(&db.pool).await;
+    let pool = one_connection(&db, &[("lock_timeout", "100ms")]).await;
+    let holder = ordered(&db.pool, &["order/o1"]).await.unwrap();
+
+    let refused = ordered(&pool, &["order/o1"]).await.unwrap_err();
+    let Error::Database(error) = &refused else { panic!("{refused:?}") };
+    assert_eq!(error.as_database_error().and_then(|e| e.code()).as_deref(), Some("55P03"), "{error}");
+
+    assert!(an_autocommit_write_lands(&pool, &db.pool, 1).await, "the connection is not left in a transaction");
+    let mut tx = pool.begin().await.unwrap();
+    write_elsewhere(&mut tx).await;
+    tx.commit().await.unwrap();
+    drop(holder);
+    let tx = ordered(&pool, &["order/o1"]).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// A caller that gives up while the lock is awaited (here a timeout) does not leave its
+/// pooled connection inside the transaction that began once the lock came: the next write
+/// on that connection outside a transaction is committed.
+#[tokio::test(flavor = "multi_thread")]
+async fn giving_up_while_the_lock_is_awaited_leaves_no_transaction_open() {
+    let db = TestDb::new().await;
+    setup(&db.pool).await;
+    let pool = one_connection(&db, &[]).await;
+    let holder = ordered(&db.pool, &["order/o1"]).await.unwrap();
+
+    let gave_up = tokio::time::timeout(Duration::from_millis(200), ordered(&pool, &["order/o1"])).await;
+    assert!(gave_up.is_err(), "the lock is held, so the caller times out");
+    holder.commit().await.unwrap();
+
+    assert!(an_autocommit_write_lands(&pool, &db.pool, 1).await, "the connection is not left in a transaction");
+    let open: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(open, 0);
+    let tx = ordered(&db.pool, &["order/o1"]).await.unwrap();
+    tx.commit().await.unwrap();
+}
