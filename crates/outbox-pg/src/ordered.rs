@@ -30,10 +30,12 @@ use crate::{Error, Result};
 /// Begins a transaction on `pool` that holds the locks of `subjects`: publish their events
 /// in it and commit; their events are read in commit order among ordered writers.
 ///
-/// The locks and the `BEGIN` travel in one round trip, `SELECT outbox_lock_subjects(…);
-/// BEGIN`, so an ordered transaction costs the round trips of a plain one. The lock runs in
-/// the implicit transaction that PostgreSQL opens for a query string, which `BEGIN` then
-/// turns into the caller's transaction, locks included. A lock that fails (a
+/// The locks are those `outbox_lock_subjects` takes (the distinct [`subject_key`]s, in
+/// ascending order), and they travel with the `BEGIN` in one query string, `SELECT
+/// pg_advisory_xact_lock(k₁); …; BEGIN`: an ordered transaction costs the round trips of a
+/// plain one. The locks are taken in the implicit transaction that PostgreSQL opens for a
+/// query string, which `BEGIN` then turns into the caller's transaction, locks included;
+/// that transaction has written nothing, so it holds no transaction id. A lock that fails (a
 /// `lock_timeout`, a cancel) fails that implicit transaction alone: the connection goes back
 /// to the pool idle, never inside a failed transaction. The statement runs in a task of its
 /// own, so a caller that gives up while the lock is awaited (a timeout, a dropped request)
@@ -51,9 +53,14 @@ pub async fn ordered<S: AsRef<str>>(pool: &PgPool, subjects: &[S]) -> Result<Tra
         lock_subjects(&mut *tx, &subjects).await?;
         return Ok(tx);
     }
-    // A valid subject is ASCII letters, digits and `._:@-/`: nothing that quotes or
-    // separates in a string or an array literal.
-    let statement = format!("SELECT outbox_lock_subjects('{{{}}}'); BEGIN", subjects.join(","));
+    let mut keys: Vec<i64> = subjects.iter().map(|subject| subject_key(subject)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut statement = String::new();
+    for key in keys {
+        statement.push_str(&format!("SELECT pg_advisory_xact_lock({key}); "));
+    }
+    statement.push_str("BEGIN");
     let pool = pool.clone();
     let begun = tokio::spawn(async move { pool.begin_with(AssertSqlSafe(statement)).await });
     match begun.await {

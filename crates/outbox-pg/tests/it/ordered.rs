@@ -112,13 +112,15 @@ async fn ordered_writers_of_a_subject_are_read_in_commit_order() {
     assert_eq!(read_order(&db.pool, 2).await["order/o1"], [1, 2]);
 }
 
+/// Sixteen writers over three subjects, half through `ordered`, half through the SQL
+/// function, some locking two subjects at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn many_ordered_writers_over_few_subjects_come_out_in_commit_order() {
     let db = TestDb::new().await;
     setup(&db.pool).await;
     let subjects = ["order/a", "order/b", "order/c"];
     let mut writers = Vec::new();
-    for _ in 0..16 {
+    for writer in 0..16 {
         let pool = db.pool.clone();
         writers.push(tokio::spawn(async move {
             let mut committed = 0;
@@ -131,7 +133,15 @@ async fn many_ordered_writers_over_few_subjects_come_out_in_commit_order() {
                 };
                 // Some lock two subjects, given in either order; the locks are taken sorted.
                 let locked: Vec<&str> = if round % 3 == 0 { vec![other, subject] } else { vec![subject] };
-                let mut tx = ordered(&pool, &locked).await.unwrap();
+                // Half lock through the SQL function: both take the same locks in the same
+                // order, so they serialize with each other and never deadlock.
+                let mut tx = if writer % 2 == 0 {
+                    ordered(&pool, &locked).await.unwrap()
+                } else {
+                    let mut tx = pool.begin().await.unwrap();
+                    lock_subjects(&mut *tx, &locked).await.unwrap();
+                    tx
+                };
                 if early {
                     write_elsewhere(&mut tx).await;
                     tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -184,14 +194,16 @@ async fn the_lock_key_is_the_stated_hash_on_both_sides() {
             sqlx::query_scalar("SELECT outbox_subject_key($1)").bind(subject).fetch_one(&db.pool).await.unwrap();
         assert_eq!(sql, subject_key(subject), "{subject}");
     }
-    // The lock is the advisory lock of that key: another session sees it held.
-    let tx = ordered(&db.pool, &["order/o1"]).await.unwrap();
-    let held: bool = sqlx::query_scalar("SELECT NOT pg_try_advisory_xact_lock($1)")
-        .bind(subject_key("order/o1"))
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert!(held);
+    // The locks are the advisory locks of those keys: another session sees them held.
+    let tx = ordered(&db.pool, &["order/o2", "order/o1", "order/o2"]).await.unwrap();
+    for subject in ["order/o1", "order/o2"] {
+        let held: bool = sqlx::query_scalar("SELECT NOT pg_try_advisory_xact_lock($1)")
+            .bind(subject_key(subject))
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert!(held, "{subject}");
+    }
     drop(tx);
 }
 
