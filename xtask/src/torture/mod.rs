@@ -61,11 +61,8 @@ pub(crate) enum Profile {
 
 impl Profile {
     /// As `--profile` takes it.
-    fn name(self) -> &'static str {
-        match self {
-            Profile::Ci => "ci",
-            Profile::Long => "long",
-        }
+    fn name(self) -> String {
+        self.to_possible_value().expect("no profile is skipped").get_name().to_owned()
     }
 
     fn minutes(self) -> f64 {

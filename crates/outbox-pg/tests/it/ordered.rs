@@ -207,15 +207,11 @@ async fn the_lock_key_is_the_stated_hash_on_both_sides() {
     drop(tx);
 }
 
-/// A pool of one connection, so the next statement on the pool runs where the ordered
-/// transaction began, with `options` set on it.
+/// A pool of one connection, with the options `outbox_pg::pool` gives, so the next
+/// statement on the pool runs where the ordered transaction began, with `options` set on it.
 async fn one_connection(db: &TestDb, options: &[(&str, &str)]) -> PgPool {
     let connect: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
-    sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(connect.options(options.iter().copied()))
-        .await
-        .unwrap()
+    outbox_pg::pool::options().max_connections(1).connect_with(connect.options(options.iter().copied())).await.unwrap()
 }
 
 /// Whether a write on `pool` outside any transaction is committed: another session sees it.
