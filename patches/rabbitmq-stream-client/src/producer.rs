@@ -1,4 +1,3 @@
-use futures::executor::block_on;
 use std::future::Future;
 use std::time::Duration;
 use std::{
@@ -72,11 +71,28 @@ pub struct ProducerInternal {
     on_closed: Arc<RwLock<Option<Box<dyn OnClosed + Send + Sync>>>>,
 }
 
+// Patched: upstream blocks the dropping thread on `close()`, which waits for the broker's
+// answer through the client's reader task. Dropped on a runtime thread while that runtime
+// shuts down (or with every worker busy), the answer never comes and the thread hangs. The
+// close is now a task of the current runtime; without one, the connection ends with its
+// client.
 impl Drop for ProducerInternal {
     fn drop(&mut self) {
-        block_on(async {
-            if let Err(e) = self.close().await {
-                warn!(error = ?e, "Error closing producer");
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let client = self.client.clone();
+        let producer_id = self.producer_id;
+        runtime.spawn(async move {
+            match client.delete_publisher(producer_id).await {
+                Ok(response) if response.is_ok() => {
+                    if let Err(e) = client.close().await {
+                        warn!(error = ?e, "Error closing producer");
+                    }
+                }
+                Ok(response) => warn!(code = ?response.code(), "Error closing producer"),
+                Err(e) => warn!(error = ?e, "Error closing producer"),
             }
         });
     }
