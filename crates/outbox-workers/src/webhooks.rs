@@ -25,7 +25,9 @@
 //! 2xx is delivered; 410 disables the subscription at once (`gone`); 408, 429, 5xx, a
 //! refused address and connection failures are retried; any other status is a refusal.
 //! Every attempt is recorded, and a run of failures longer than `disable_after` disables
-//! it (`failing`); either publishes `webhook.disabled` for its tenant.
+//! it (`failing`); either publishes `webhook.disabled` for its tenant. An attempt's time,
+//! like `failing_since`, is the database clock's: the loop only measures, by the monotonic
+//! clock, when each attempt started, and the recording stamps it ([`store::record_outcome`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -39,7 +41,7 @@ use outbox_core::webhook::{Url, literal_ip};
 use outbox_core::{Event, Pattern};
 use outbox_pg::internal::lease::{self, Lease};
 use outbox_pg::internal::seal::SealKey;
-use outbox_pg::internal::webhook::{self as store, Attempt, CURSOR_STREAM, Keys, Webhook};
+use outbox_pg::internal::webhook::{self as store, CURSOR_STREAM, Keys, NewAttempt, Webhook};
 use outbox_pg::sqlx::PgPool;
 use parking_lot::Mutex;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -131,12 +133,11 @@ impl WebhookClient {
             data: outbox_core::Data::from(serde_json::json!({ "webhookId": id })),
         };
         let started = Instant::now();
-        let time = OffsetDateTime::now_utc();
         let (status, kept, result) = sink.send(&webhook_event).await;
         let duration_ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
         let error = result.err().map(|error| error.message().to_owned());
-        let attempt = Attempt {
-            time,
+        let attempt = NewAttempt {
+            started,
             event_id: Some(webhook_event.id),
             status,
             duration_ms,
@@ -510,11 +511,9 @@ impl SubscriptionSink {
         })
     }
 
-    /// One POST of `event`, recorded as an attempt with what it says.
     /// One POST of `event`: its attempt, whether the endpoint answered 410, and what it means.
-    async fn post(&self, event: &Event) -> (Attempt, bool, std::result::Result<(), SinkError>) {
+    async fn post(&self, event: &Event) -> (NewAttempt, bool, std::result::Result<(), SinkError>) {
         let started = Instant::now();
-        let time = OffsetDateTime::now_utc();
         let (status, kept, result) = self.send(event).await;
         let gone = status == Some(410);
         if gone {
@@ -525,8 +524,8 @@ impl SubscriptionSink {
         } else {
             result
         };
-        let attempt = Attempt {
-            time,
+        let attempt = NewAttempt {
+            started,
             event_id: Some(event.id.clone()),
             status,
             duration_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),

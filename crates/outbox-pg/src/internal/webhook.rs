@@ -14,7 +14,7 @@
 //! the number of secrets in their grace period. Times are `compute_now()`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use outbox_core::Position;
 use outbox_core::webhook::{Refusal, Secret};
@@ -154,11 +154,11 @@ pub struct Patch {
     pub resume_now: bool,
 }
 
-/// One delivery attempt or ping.
+/// One delivery attempt or ping, as kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Attempt {
-    /// When it was made.
+    /// When it started, by the database clock (see [`record_outcome`]).
     #[serde(with = "time::serde::rfc3339")]
     pub time: OffsetDateTime,
     /// The event it carried (a ping's is the ping's own id).
@@ -173,6 +173,24 @@ pub struct Attempt {
     pub error: Option<String>,
     /// The first KiB of the answer's body.
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+}
+
+/// One delivery attempt or ping to record. It carries no time of day: the recording stamps
+/// it by the database clock, from how long ago it `started` (see [`record_outcome`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAttempt {
+    /// When it started, by the monotonic clock of the process that made it.
+    pub started: Instant,
+    /// The event it carried (a ping's is the ping's own id).
+    pub event_id: Option<String>,
+    /// The answer's status, when one came.
+    pub status: Option<u16>,
+    /// How long it took.
+    pub duration_ms: u32,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
+    /// The first KiB of the answer's body.
     pub response: Option<String>,
 }
 
@@ -473,22 +491,34 @@ pub async fn keys<'e>(executor: impl PgExecutor<'e>, key: &SealKey, id: &str) ->
     Ok(Some(Keys { signing, headers: open.headers }))
 }
 
-/// Records an attempt of subscription `id` (a ping's, say) and forgets all but the
-/// newest [`ATTEMPTS_KEPT`].
-pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &Attempt) -> Result<()> {
+/// Records an attempt of subscription `id` (a ping's, say), stamped by the database clock
+/// as [`record_outcome`] says, and forgets all but the newest [`ATTEMPTS_KEPT`].
+pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &NewAttempt) -> Result<()> {
     let mut tx = pool.begin().await?;
-    insert_attempts(&mut tx, id, std::slice::from_ref(attempt)).await?;
+    insert_attempts(&mut tx, Instant::now(), id, std::slice::from_ref(attempt)).await?;
     tx.commit().await?;
     Ok(())
 }
 
 /// Inserts `attempts` of subscription `id` in one statement, in their order (their ids
 /// ascend with it), then forgets all but the newest [`ATTEMPTS_KEPT`] in a second.
-async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, id: &str, attempts: &[Attempt]) -> Result<()> {
+///
+/// `began` is when `tx` began, by the monotonic clock: the instant its `compute_now()`
+/// stands for (`now()` is the transaction's start). Each attempt's time is `compute_now()`
+/// minus how long before `began` it started.
+async fn insert_attempts(
+    tx: &mut Transaction<'_, Postgres>,
+    began: Instant,
+    id: &str,
+    attempts: &[NewAttempt],
+) -> Result<()> {
     if attempts.is_empty() {
         return Ok(());
     }
-    let times: Vec<OffsetDateTime> = attempts.iter().map(|a| a.time).collect();
+    let ago: Vec<i64> = attempts
+        .iter()
+        .map(|a| i64::try_from(began.saturating_duration_since(a.started).as_micros()).unwrap_or(i64::MAX))
+        .collect();
     let event_ids: Vec<Option<&str>> = attempts.iter().map(|a| a.event_id.as_deref()).collect();
     let statuses: Vec<Option<i32>> = attempts.iter().map(|a| a.status.map(i32::from)).collect();
     let durations: Vec<i32> = attempts.iter().map(|a| i32::try_from(a.duration_ms).unwrap_or(i32::MAX)).collect();
@@ -496,13 +526,14 @@ async fn insert_attempts(tx: &mut Transaction<'_, Postgres>, id: &str, attempts:
     let responses: Vec<Option<&str>> = attempts.iter().map(|a| a.response.as_deref()).collect();
     sqlx::query(
         "INSERT INTO outbox_webhook_attempts (webhook_id, at, event_id, status, duration_ms, error, response)
-         SELECT $1, a.at, a.event_id, a.status, a.duration_ms, a.error, a.response
-         FROM unnest($2::timestamptz[], $3::text[], $4::int4[], $5::int4[], $6::text[], $7::text[])
-              WITH ORDINALITY AS a(at, event_id, status, duration_ms, error, response, n)
+         SELECT $1, compute_now() - make_interval(secs => a.ago_micros::float8 / 1e6),
+                a.event_id, a.status, a.duration_ms, a.error, a.response
+         FROM unnest($2::int8[], $3::text[], $4::int4[], $5::int4[], $6::text[], $7::text[])
+              WITH ORDINALITY AS a(ago_micros, event_id, status, duration_ms, error, response, n)
          ORDER BY a.n",
     )
     .bind(id)
-    .bind(&times)
+    .bind(&ago)
     .bind(&event_ids)
     .bind(&statuses)
     .bind(&durations)
@@ -584,17 +615,28 @@ pub enum Outcome {
 /// `disable_after`, disables the subscription (`failing`). `gone` (the endpoint answered
 /// 410) disables it at once. Disabling publishes `webhook.disabled` (subject
 /// `webhook/<id>`, data `{webhookId, reason, failingSince}`) for its tenant in the same
-/// transaction. Times are `compute_now()`.
+/// transaction.
+///
+/// # Times
+///
+/// Every time written is the database clock's, `compute_now()`, never the caller's wall
+/// clock. `failing_since` is this transaction's `compute_now()`. The attempts of one batch
+/// were made one after the other, and stamping them all with that one time would say they
+/// were made together, after the last had ended. So each attempt's time is `compute_now()`
+/// minus how long before the transaction began it [`started`](NewAttempt::started), as the
+/// process's monotonic clock measured it: the attempts keep their order and spacing, each
+/// is off by no more than the `BEGIN`'s round trip, and none is later than `compute_now()`
+/// (a `started` after the transaction began counts as no time before it).
 pub async fn record_outcome(
     pool: &PgPool,
     id: &str,
-    attempts: &[Attempt],
+    attempts: &[NewAttempt],
     delivered: bool,
     gone: bool,
     disable_after: Duration,
 ) -> Result<Outcome> {
     let mut tx = pool.begin().await?;
-    insert_attempts(&mut tx, id, attempts).await?;
+    insert_attempts(&mut tx, Instant::now(), id, attempts).await?;
     let seconds = i64::try_from(disable_after.as_secs()).unwrap_or(i64::MAX);
     let disabled: Option<(String, String, Option<OffsetDateTime>)> = if delivered {
         sqlx::query("UPDATE outbox_webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL")

@@ -3,13 +3,13 @@
 //! the kept attempts.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use outbox_core::Position;
 use outbox_core::webhook::Secret;
-use outbox_pg::internal::cursor;
 use outbox_pg::internal::seal::SealKey;
-use outbox_pg::internal::webhook::{self, Attempt, CURSOR_STREAM, NewWebhook, Patch};
+use outbox_pg::internal::webhook::{self, CURSOR_STREAM, NewAttempt, NewWebhook, Patch};
+use outbox_pg::internal::{clock, cursor};
 use outbox_pg::testkit::TestDb;
 use time::OffsetDateTime;
 
@@ -169,8 +169,8 @@ async fn the_newest_hundred_attempts_are_kept_newest_first() {
     let (created, _) =
         webhook::create(&db.pool, &key(), "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
     for n in 0..105u16 {
-        let attempt = Attempt {
-            time: OffsetDateTime::now_utc(),
+        let attempt = NewAttempt {
+            started: Instant::now(),
             event_id: Some(format!("evt_{n}")),
             status: Some(200 + n % 2),
             duration_ms: u32::from(n),
@@ -185,6 +185,50 @@ async fn the_newest_hundred_attempts_are_kept_newest_first() {
     assert_eq!(kept[99].event_id.as_deref(), Some("evt_5"), "the five oldest are gone");
     assert_eq!((kept[0].status, kept[0].duration_ms, kept[0].error.as_deref()), (Some(200), 104, None));
     assert_eq!(kept[1].error.as_deref(), Some("refused"));
+}
+
+/// A failed attempt made `ago` before `now`.
+fn failed(now: Instant, ago: Duration, n: u32) -> NewAttempt {
+    NewAttempt {
+        started: now.checked_sub(ago).expect("the monotonic clock is older than the test's offsets"),
+        event_id: Some(format!("evt_{n}")),
+        status: Some(503),
+        duration_ms: 10,
+        error: Some("unavailable".into()),
+        response: None,
+    }
+}
+
+#[tokio::test]
+async fn attempt_times_and_failing_since_follow_the_database_clock_keeping_a_batchs_spacing() {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let db = TestDb::new().await;
+    let (created, _) =
+        webhook::create(&db.pool, &key(), "acme", &new_webhook("https://a.example/h"), 100).await.unwrap();
+    clock::advance(&db.pool, DAY).await.unwrap();
+    let made = Instant::now();
+    let batch = [failed(made, Duration::from_secs(20), 0), failed(made, Duration::from_secs(10), 1)];
+    let outcome = webhook::record_outcome(&db.pool, &created.id, &batch, false, false, 2 * DAY).await.unwrap();
+    assert_eq!(outcome, webhook::Outcome::Recorded);
+    let database_now = clock::now(&db.pool).await.unwrap();
+    assert!(database_now - OffsetDateTime::now_utc() > time::Duration::hours(23), "the database clock is a day ahead");
+
+    let failing_since = webhook::get(&db.pool, None, &created.id).await.unwrap().unwrap().failing_since.unwrap();
+    let before_now = database_now - failing_since;
+    assert!(time::Duration::ZERO <= before_now && before_now < time::Duration::minutes(1), "{before_now}");
+    let kept = webhook::attempts(&db.pool, None, &created.id).await.unwrap().unwrap();
+    let ids: Vec<_> = kept.iter().map(|a| a.event_id.as_deref().unwrap()).collect();
+    assert_eq!(ids, ["evt_1", "evt_0"], "newest first, in the batch's order");
+    let spacing = kept[0].time - kept[1].time;
+    assert!((spacing - time::Duration::seconds(10)).abs() < time::Duration::seconds(1), "spaced {spacing}");
+    // The newer attempt started 10 s before the recording, whose clock was `failing_since`.
+    let newest_before = failing_since - kept[0].time;
+    assert!((newest_before - time::Duration::seconds(10)).abs() < time::Duration::seconds(5), "{newest_before}");
+
+    webhook::record_attempt(&db.pool, &created.id, &failed(Instant::now(), Duration::ZERO, 2)).await.unwrap();
+    let ping = webhook::last_attempt(&db.pool, &created.id).await.unwrap().unwrap();
+    let ping_before = clock::now(&db.pool).await.unwrap() - ping.time;
+    assert!(time::Duration::ZERO <= ping_before && ping_before < time::Duration::minutes(1), "{ping_before}");
 }
 
 #[tokio::test]

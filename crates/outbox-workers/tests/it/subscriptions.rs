@@ -16,8 +16,9 @@ use outbox_pg::internal::seal::SealKey;
 use outbox_pg::internal::webhook::{self as store, NewWebhook, Patch};
 use outbox_pg::internal::{clock, cursor, lease};
 use outbox_pg::sqlx::PgPool;
-use outbox_workers::{DispatcherConfig, WebhookDeliveries, WebhookDeliveryConfig};
+use outbox_workers::{DispatcherConfig, WebhookClient, WebhookDeliveries, WebhookDeliveryConfig};
 use serde_json::json;
+use time::OffsetDateTime;
 
 use crate::support::{all_events, db, fast_config, wait_for};
 use crate::webhook::{Received, Receiver, delayed, secret, status, verify};
@@ -26,14 +27,19 @@ fn key() -> Arc<SealKey> {
     Arc::new(SealKey::parse(&SealKey::generate().unwrap()).unwrap())
 }
 
-fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> WebhookDeliveries {
+/// Fast deliveries that may reach the loopback receiver.
+fn delivery_config(key: &Arc<SealKey>) -> WebhookDeliveryConfig {
     let mut config = WebhookDeliveryConfig::new(key.clone());
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.refresh = Duration::from_millis(50);
     config.max_attempts = 2;
     config.timeout = Duration::from_secs(5);
     config.dispatcher = fast_config();
-    WebhookDeliveries::start(pool.clone(), config).expect("starting the deliveries")
+    config
+}
+
+fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> WebhookDeliveries {
+    WebhookDeliveries::start(pool.clone(), delivery_config(key)).expect("starting the deliveries")
 }
 
 async fn subscribe(pool: &PgPool, key: &SealKey, tenant: &str, url: &str, secret: &str) -> String {
@@ -220,6 +226,47 @@ async fn a_run_of_failures_longer_than_disable_after_disables_the_subscription()
     let attempts = store::attempts(&db.pool, None, &id).await.unwrap().unwrap();
     assert!(attempts.iter().all(|a| a.status == Some(503) && a.error.is_some()));
     running.shutdown().await;
+}
+
+/// Every time the outbox writes is the database clock's, `compute_now()`: the attempts of a
+/// delivery and of a ping, and `failing_since`, all follow it a day ahead of the wall clock.
+#[tokio::test(flavor = "multi_thread")]
+async fn webhook_attempt_times_and_failing_since_follow_the_database_clock() {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let db = db().await;
+    let key = key();
+    let receiver = Receiver::start(|_, _| status(503)).await;
+    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
+    clock::advance(&db.pool, DAY).await.unwrap();
+    let running = deliveries(&db.pool, &key);
+    publish(&db.pool, &[node("acme", 0)]).await;
+    wait_for("a failed delivery recorded", || async {
+        store::get(&db.pool, None, &id).await.unwrap().unwrap().failing_since.is_some()
+    })
+    .await;
+    running.shutdown().await;
+    let client = WebhookClient::new(db.pool.clone(), &delivery_config(&key)).unwrap();
+    let ping = client.ping(&id).await.unwrap().expect("the subscription pinged");
+    assert_eq!(ping.status, Some(503));
+
+    let database_now = clock::now(&db.pool).await.unwrap();
+    let ahead = database_now - OffsetDateTime::now_utc();
+    assert!(ahead > time::Duration::hours(23), "the database clock is {ahead} ahead of the wall clock");
+    let by_the_database_clock = |what: &str, at: OffsetDateTime| {
+        let before = database_now - at;
+        assert!(
+            time::Duration::ZERO <= before && before < time::Duration::minutes(1),
+            "{what} is {at}, {before} before the database clock's {database_now}"
+        );
+    };
+    let webhook = store::get(&db.pool, None, &id).await.unwrap().unwrap();
+    by_the_database_clock("failing_since", webhook.failing_since.unwrap());
+    let attempts = store::attempts(&db.pool, None, &id).await.unwrap().unwrap();
+    assert!(attempts.len() >= 2, "the delivery's attempts and the ping's: {attempts:?}");
+    for attempt in &attempts {
+        by_the_database_clock(&format!("the attempt of {:?}", attempt.event_id), attempt.time);
+    }
+    assert!(attempts.windows(2).all(|pair| pair[0].time >= pair[1].time), "newest first: {attempts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
