@@ -42,12 +42,7 @@
 mod client;
 mod error;
 mod follow;
-#[cfg(test)]
-mod fuzz_sse;
 mod list;
-#[cfg(test)]
-#[path = "../../../fuzz/mutate.rs"]
-mod mutate;
 mod sse;
 pub mod watch;
 pub mod webhooks;
@@ -68,6 +63,14 @@ pub use error::{Error, Result};
 pub use follow::FollowQuery;
 pub use list::{ListQuery, Page};
 pub use watch::WatchQuery;
+
+/// Not part of the API: the `text/event-stream` parser that the crate's own fuzz test
+/// (`tests/it/fuzz_sse.rs`) feeds directly. Anything here may change or disappear in any
+/// release.
+#[doc(hidden)]
+pub mod __fuzz {
+    pub use crate::sse::{Frame, LineTooLong, Parser};
+}
 
 /// A stream of events: [`Client::pager`], [`Client::watch`] and [`Client::follow`].
 ///

@@ -8,10 +8,16 @@
 
 /// One thing the stream said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Frame {
-    /// A block with data: `event:` (`message` when absent), `id:` when the block set one, and
-    /// the `data:` lines joined with `\n`.
-    Event { event: String, id: Option<String>, data: String },
+pub enum Frame {
+    /// A block with data.
+    Event {
+        /// `event:`, or `message` when the block set none.
+        event: String,
+        /// `id:`, when the block set one.
+        id: Option<String>,
+        /// The `data:` lines joined with `\n`.
+        data: String,
+    },
     /// `retry: <ms>`: the reconnection delay.
     Retry(u64),
     /// A `: comment` line, without the colon and one leading space.
@@ -24,7 +30,7 @@ pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// The parser's state between chunks.
 #[derive(Debug, Default)]
-pub(crate) struct Parser {
+pub struct Parser {
     line: Vec<u8>,
     after_cr: bool,
     started: bool,
@@ -34,13 +40,13 @@ pub(crate) struct Parser {
     has_data: bool,
 }
 
-/// A line longer than [`MAX_LINE`].
+/// A line longer than `MAX_LINE` (16 MiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LineTooLong;
+pub struct LineTooLong;
 
 impl Parser {
     /// Parses `chunk`, appending every completed frame to `frames`.
-    pub(crate) fn push(&mut self, chunk: &[u8], frames: &mut Vec<Frame>) -> Result<(), LineTooLong> {
+    pub fn push(&mut self, chunk: &[u8], frames: &mut Vec<Frame>) -> Result<(), LineTooLong> {
         for &byte in chunk {
             match byte {
                 b'\n' if self.after_cr => self.after_cr = false,

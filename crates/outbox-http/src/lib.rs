@@ -59,14 +59,7 @@ mod body;
 pub mod console;
 mod error;
 mod event_types;
-#[cfg(test)]
-mod fuzz_json_body;
-#[cfg(test)]
-mod fuzz_query;
 mod list;
-#[cfg(test)]
-#[path = "../../../fuzz/mutate.rs"]
-mod mutate;
 pub mod proto;
 mod publish;
 mod query;
@@ -90,6 +83,16 @@ pub use watch::WatchOptions;
 pub use webhooks::{WebhookConfig, WebhookDelivery, WebhookRoutes};
 
 pub use outbox_core as core;
+
+/// Not part of the API: the route parsers that the crate's own fuzz tests
+/// (`tests/it/fuzz_query.rs`, `tests/it/fuzz_json_body.rs`) call without a server. Anything
+/// here may change or disappear in any release.
+#[doc(hidden)]
+pub mod __fuzz {
+    pub use crate::list::read_request;
+    pub use crate::publish::parse_events;
+    pub use crate::watch::stream_request;
+}
 
 /// The body of every response: a boxed body of bytes that cannot fail.
 pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;

@@ -59,7 +59,7 @@ pub(crate) async fn list(service: &OutboxService, parts: &Parts) -> Result<Respo
 }
 
 /// The read that `query` asks of `grant`'s events, or the refusal naming the parameter.
-pub(crate) fn read_request(grant: &Grant, query: Option<&str>) -> Result<ReadRequest, ApiError> {
+pub fn read_request(grant: &Grant, query: Option<&str>) -> Result<ReadRequest, ApiError> {
     let query = Query::parse(query, PARAMETERS)?;
     let mut request = ReadRequest::tenant(tenant_to_read(grant, query.get("tenantId"))?);
     request.patterns = type_filter(query.get("types"), query.get("type"))?.unwrap_or_default();

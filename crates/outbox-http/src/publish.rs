@@ -42,7 +42,7 @@ where
 }
 
 /// One event object, or `{"events":[…]}`. Errors name the event's index and the field.
-pub(crate) fn parse_events(body: &[u8]) -> Result<Vec<NewEvent>, ApiError> {
+pub fn parse_events(body: &[u8]) -> Result<Vec<NewEvent>, ApiError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("the body is not JSON: {e}")))?;
     let Value::Object(mut object) = value else {

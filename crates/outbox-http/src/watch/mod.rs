@@ -68,7 +68,7 @@ pub(crate) async fn watch(service: &OutboxService, parts: &Parts) -> Result<Resp
 
 /// The read that `query` asks of `grant`'s events and where it starts (`None`: the head),
 /// or the refusal naming the parameter or header.
-pub(crate) fn stream_request(
+pub fn stream_request(
     grant: &Grant,
     query: Option<&str>,
     headers: &HeaderMap,

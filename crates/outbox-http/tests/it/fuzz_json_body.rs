@@ -13,13 +13,13 @@ use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use outbox_core::validate::validate_batch;
 use outbox_core::{ErrorCode, Limits, NewEvent};
+use outbox_http::__fuzz::parse_events;
+use outbox_http::ApiError;
 use proptest::prelude::*;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::ApiError;
 use crate::mutate;
-use crate::publish::parse_events;
 
 const TARGET: &str = "json_body";
 

@@ -10,13 +10,13 @@
 
 use http::{HeaderMap, HeaderValue};
 use outbox_core::{ErrorCode, Pattern, Position};
+use outbox_http::__fuzz::{read_request, stream_request};
+use outbox_http::{ApiError, Grant, scope};
 use outbox_pg::ReadRequest;
 use proptest::prelude::*;
 
 use crate::fuzz_json_body::check_envelope;
-use crate::list::read_request;
-use crate::watch::stream_request;
-use crate::{ApiError, Grant, mutate, scope};
+use crate::mutate;
 
 const TARGET: &str = "query";
 

@@ -8,11 +8,11 @@
 //!   "interpreting an event stream" (HTML §9.2.6) over the whole text at once, with the one
 //!   deviation the parser documents: an `id:` belongs to its own block only.
 
+use outbox_client::__fuzz::{Frame, Parser};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
 use crate::mutate;
-use crate::sse::{Frame, Parser};
 
 const TARGET: &str = "sse";
 
