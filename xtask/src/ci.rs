@@ -1,15 +1,20 @@
 //! `cargo xtask ci`: the one command whose local success predicts a green CI.
 
 mod statements;
+mod tidy;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use self::statements::Package;
-use crate::services::cargo;
+use outbox_services::cargo;
+
+/// The brokers' clients (and librdkafka's C build behind `rdkafka`).
+const BROKER_CLIENTS: &[&str] = &["rdkafka", "rdkafka-sys", "async-nats", "redis", "rabbitmq-stream-client", "reqwest"];
 
 /// Crates a library may never depend on (normal dependencies, transitively): the layering of
 /// SPEC §1. Each line is (crate, forbidden dependencies, why).
@@ -30,6 +35,12 @@ const LAYERS: &[(&str, &[&str], &str)] = &[
         "proto is data that http and workers share: no runtime, database or HTTP",
     ),
     ("outbox-http", &["outbox-workers", "outbox-server"], "http and workers know nothing of each other"),
+    (
+        "xtask",
+        BROKER_CLIENTS,
+        "xtask builds no broker client: the benchmarks and the torture run are crates of their own",
+    ),
+    ("outbox-services", BROKER_CLIENTS, "the launcher of the services starts processes and knows no client"),
     ("outbox-workers", &["outbox-http", "outbox-server"], "http and workers know nothing of each other"),
     (
         "outbox-client",
@@ -52,31 +63,78 @@ const LIBRARIES: &[&str] =
     &["outbox-core", "outbox-proto", "outbox-pg", "outbox-http", "outbox-workers", "outbox-client"];
 
 pub(crate) fn run() -> anyhow::Result<()> {
-    step("cargo fmt --check", &["fmt", "--all", "--", "--check"])?;
-    step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    let mut phases = Phases::default();
+    let result = run_phases(&mut phases);
+    phases.print();
+    result
+}
+
+fn run_phases(phases: &mut Phases) -> anyhow::Result<()> {
+    phases.time("format", || step("cargo fmt --check", &["fmt", "--all", "--", "--check"]))?;
+    phases.time("tidy", tidy::run)?;
+    phases
+        .time("clippy", || step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // Inside the workspace every crate gets outbox-workers' default features; its build
     // without them (subscribers, jsonl) is linted and unit-tested on its own.
     let lean = ["-p", "outbox-workers", "--no-default-features", "--lib"];
-    step(
-        "cargo clippy of outbox-workers without its default features",
-        &[&["clippy"], &lean[..], &["--", "-D", "warnings"]].concat(),
-    )?;
-    step("cargo test of outbox-workers without its default features", &[&["test"], &lean[..]].concat())?;
-    docs()?;
-    check_layers()?;
-    eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
-    deny()?;
-    crate::explain::run(1_000_000)?;
-    crate::services::run_tests(&[])?;
-    // The binary the tests just built (`cargo test --workspace` builds it as a target of
-    // outbox-server's tests), so that the torture run builds nothing of its own.
-    let binary = crate::services::target_dir()?.join("debug").join("outbox");
-    crate::torture::run(crate::torture::Options {
-        profile: crate::torture::Profile::Ci,
-        seed: None,
-        minutes: None,
-        binary: Some(binary),
+    phases.time("outbox-workers without its default features", || {
+        step(
+            "cargo clippy of outbox-workers without its default features",
+            &[&["clippy"], &lean[..], &["--", "-D", "warnings"]].concat(),
+        )?;
+        step("cargo test of outbox-workers without its default features", &[&["test"], &lean[..]].concat())
+    })?;
+    phases.time("docs", docs)?;
+    phases.time("layers", || {
+        check_layers()?;
+        eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
+        deny()
+    })?;
+    phases.time("generated files", || {
+        crate::codegen::run(true)?;
+        crate::schema::run(true)
+    })?;
+    phases.time("plans", || crate::explain::run(1_000_000))?;
+    phases.time("tests", || crate::test::run_tests(&[]))?;
+    // The binaries the tests' build just made, so that the torture run builds nothing.
+    let debug = outbox_services::target_dir()?.join("debug");
+    phases.time("tidy of the binaries", || tidy::undocumented_subcommands(&debug))?;
+    phases.time("torture", || {
+        let status = Command::new(debug.join("outbox-torture"))
+            .args(["--profile", "ci", "--binary"])
+            .arg(debug.join("outbox"))
+            .status()
+            .context("running outbox-torture")?;
+        if !status.success() {
+            bail!("the torture run failed ({status})");
+        }
+        Ok(())
     })
+}
+
+/// How long each phase of the run took, printed at its end (also when one fails).
+#[derive(Default)]
+struct Phases {
+    took: Vec<(&'static str, Duration, bool)>,
+}
+
+impl Phases {
+    fn time(&mut self, name: &'static str, phase: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let result = phase();
+        self.took.push((name, started.elapsed(), result.is_ok()));
+        result
+    }
+
+    fn print(&self) {
+        let total: Duration = self.took.iter().map(|(_, took, _)| *took).sum();
+        eprintln!("xtask: ci phases");
+        for (name, took, ok) in &self.took {
+            let failed = if *ok { "" } else { "  (failed)" };
+            eprintln!("xtask:   {name:<46} {:>7.1} s{failed}", took.as_secs_f64());
+        }
+        eprintln!("xtask:   {:<46} {:>7.1} s", "total", total.as_secs_f64());
+    }
 }
 
 /// `cargo doc --no-deps` of the library crates, every rustdoc warning an error.
@@ -105,7 +163,8 @@ fn step(what: &str, args: &[&str]) -> anyhow::Result<()> {
 
 /// The only workspace crates that may name `sqlx` directly; everything else goes through
 /// `outbox-pg` (`outbox_pg::sqlx`). The same rule as `deny.toml`'s wrappers, checked without cargo-deny.
-const SQLX_WRAPPERS: &[&str] = &["outbox-pg", "xtask", "outbox-e2e"];
+const SQLX_WRAPPERS: &[&str] =
+    &["outbox-pg", "xtask", "outbox-e2e", "outbox-services", "outbox-bench", "outbox-torture"];
 
 /// Fails when a crate's normal dependency graph contains a crate its layer forbids, when a
 /// crate other than the wrappers depends on `sqlx` directly, or when code outside `outbox-pg`
@@ -124,10 +183,7 @@ pub(crate) fn check_layers() -> anyhow::Result<()> {
             broken.push(format!("{krate} has a layer but is not a workspace member"));
             continue;
         }
-        let graph = dependencies(krate, &[])?;
-        for name in forbidden.iter().filter(|name| graph.contains(**name)) {
-            broken.push(format!("{krate} depends on {name}: {why}"));
-        }
+        broken.extend(forbidden_in(krate, &dependencies(krate, &[])?, forbidden, why));
     }
     for (krate, forbidden, why) in WITHOUT_DEFAULT_FEATURES {
         let graph = dependencies(krate, &["--no-default-features"])?;
@@ -143,6 +199,15 @@ pub(crate) fn check_layers() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One line per crate of `forbidden` that `krate`'s `graph` holds.
+fn forbidden_in(krate: &str, graph: &BTreeSet<String>, forbidden: &[&str], why: &str) -> Vec<String> {
+    forbidden
+        .iter()
+        .filter(|name| graph.contains(**name))
+        .map(|name| format!("{krate} depends on {name}: {why}"))
+        .collect()
+}
+
 /// The workspace as `cargo metadata --no-deps` describes it.
 struct Workspace {
     root: PathBuf,
@@ -153,6 +218,10 @@ struct Workspace {
 struct Member {
     package: Package,
     dependencies: BTreeSet<String>,
+    /// Whether it has a library target.
+    is_library: bool,
+    /// Its binary targets' names.
+    binaries: Vec<String>,
 }
 
 impl Workspace {
@@ -177,9 +246,18 @@ impl Workspace {
             let manifest = PathBuf::from(text(package, "manifest_path")?);
             let dir = manifest.parent().context("a manifest without a directory")?.to_path_buf();
             let dependencies = package["dependencies"].as_array().map_or(&[][..], Vec::as_slice);
+            let targets = package["targets"].as_array().map_or(&[][..], Vec::as_slice);
+            let of_kind = |kind: &'static str| {
+                targets
+                    .iter()
+                    .filter(move |t| t["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == kind)))
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            };
             members.push(Member {
                 package: Package { name: text(package, "name")?, dir },
                 dependencies: dependencies.iter().filter_map(|d| d["name"].as_str().map(str::to_owned)).collect(),
+                is_library: of_kind("lib").next().is_some(),
+                binaries: of_kind("bin").collect(),
             });
         }
         Ok(Workspace { root, members })
@@ -224,8 +302,10 @@ mod tests {
             "workspace_root": "/w",
             "packages": [
                 {"name": "outbox-lower", "manifest_path": "/w/crates/outbox-lower/Cargo.toml",
-                 "dependencies": [{"name": "outbox-core", "kind": null}, {"name": "sqlx", "kind": "dev"}]},
-                {"name": "xtask", "manifest_path": "/w/xtask/Cargo.toml", "dependencies": []},
+                 "dependencies": [{"name": "outbox-core", "kind": null}, {"name": "sqlx", "kind": "dev"}],
+                 "targets": [{"name": "outbox_lower", "kind": ["lib"]}, {"name": "it", "kind": ["test"]}]},
+                {"name": "xtask", "manifest_path": "/w/xtask/Cargo.toml", "dependencies": [],
+                 "targets": [{"name": "xtask", "kind": ["bin"]}]},
             ],
         });
         let workspace = Workspace::parse(&metadata).unwrap();
@@ -246,6 +326,20 @@ mod tests {
                 ("xtask", PathBuf::from("/w/xtask"), vec![]),
             ]
         );
+        let kinds: Vec<_> = workspace.members.iter().map(|m| (m.is_library, m.binaries.clone())).collect();
+        assert_eq!(kinds, [(true, vec![]), (false, vec!["xtask".to_owned()])]);
+    }
+
+    #[test]
+    fn a_broker_client_in_the_graph_of_xtask_breaks_its_layer() {
+        let (krate, forbidden, why) = LAYERS.iter().find(|(krate, ..)| *krate == "xtask").unwrap();
+        let graph: BTreeSet<String> = ["outbox-pg", "sqlx", "rdkafka", "rdkafka-sys"].map(String::from).into();
+        assert_eq!(
+            forbidden_in(krate, &graph, forbidden, why),
+            [format!("xtask depends on rdkafka: {why}"), format!("xtask depends on rdkafka-sys: {why}")]
+        );
+        let clean: BTreeSet<String> = ["outbox-pg", "sqlx", "clap"].map(String::from).into();
+        assert!(forbidden_in(krate, &clean, forbidden, why).is_empty());
     }
 
     /// The layer check's source scan over this workspace, as `cargo xtask ci` runs it.

@@ -11,11 +11,11 @@ use outbox_pg::internal::read::{HEAD_STATEMENT, statement};
 use outbox_pg::{MAX_LIMIT, ReadRequest};
 use serde_json::Value;
 
-use crate::services::{ScratchDatabase, postgres};
+use outbox_services::{ScratchDatabase, postgres};
 
 pub(crate) fn run(rows: u64) -> anyhow::Result<()> {
     let server = postgres()?;
-    crate::runtime()?.block_on(async {
+    outbox_services::runtime()?.block_on(async {
         let db = ScratchDatabase::create(&server.url(), "outbox_explain").await?;
         let result = explain_all(&db.pool, rows).await;
         db.drop_now().await?;

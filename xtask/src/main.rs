@@ -1,55 +1,51 @@
-//! Project automation, run as `cargo xtask <command>`.
+//! Project automation, run as `cargo xtask <command>` (matklad's xtask pattern).
 //!
 //! - `migrate [--dry-run]`: apply the migrations to `DATABASE_URL`.
 //! - `test [-- <cargo test args>]`: bring up the services the tests need, then run every test.
 //! - `services [kafka|rabbitmq|nats|redis|postgres…]`: bring up those services and print their addresses.
-//! - `ci`: what `.ci/run` runs: format, lints, the dependency-graph rules, the plan check, the
-//!   tests, then the torture run's `ci` profile.
-//! - `bench publish | http | sinks | fanout`: measurements side by side, as ratios (`fanout`:
-//!   live streams on the shared tail against per-stream polling).
-//! - `bench console`: the console in headless Chromium at 1,000 events/s, its longest long task.
-//! - `bench retention`: publish and read latency without and during a retention pass.
+//! - `ci`: what `.ci/run` runs: format, lints, the tidy and dependency-graph rules, the
+//!   generated files, the plan check, the tests, then the torture run's `ci` profile; each
+//!   phase's time at the end.
 //! - `explain`: the plans of the outbox reads on a large table; fails on a full sort.
 //! - `codegen [--check]`: regenerate the protobuf Rust code from `proto/` (with protox, no protoc).
-//! - `torture [--profile ci|long] [--seed N] [--minutes M]`: writers, readers and sinks against
-//!   two real servers under faults, the recorded history checked against the table.
+//! - `schema [--check]`: regenerate `migrations/CURRENT.sql`, the schema after every migration.
+//! - `bench …` and `torture …`: build and run `outbox-bench` (release) and `outbox-torture`,
+//!   the crates of their own that hold the benchmarks and the torture run; the arguments pass
+//!   through.
+//!
+//! **Invariant:** xtask builds no broker client and no HTTP stack: it depends on `outbox-pg`
+//! and `outbox-services`, and `cargo xtask ci` fails when its graph holds a broker's client.
 
-mod bench;
-mod bench_console;
-mod bench_fanout;
-mod bench_http;
-mod bench_ingest;
-mod bench_publish;
-mod bench_retention;
-mod bench_sinks;
-mod bench_webhooks;
 mod ci;
 mod codegen;
 mod explain;
 mod migrate;
-mod outbox_process;
-mod services;
+mod schema;
 mod sql_examples;
-mod torture;
+mod test;
 
+use std::process::Command;
+
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use outbox_services::cargo;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Outbox project automation")]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Cmd,
 }
 
 #[derive(Subcommand)]
-enum Command {
+enum Cmd {
     /// Apply the migrations to DATABASE_URL.
     Migrate {
         /// List what would run, change nothing.
         #[arg(long)]
         dry_run: bool,
     },
-    /// Bring up PostgreSQL (reuse, start, or install), then run every test.
+    /// Bring up PostgreSQL and the brokers (reuse, start, or install), then run every test.
     Test {
         /// Extra arguments for `cargo test`, after `--`.
         #[arg(last = true)]
@@ -60,16 +56,13 @@ enum Command {
         /// Any of postgres, nats, redis, rabbitmq, kafka.
         names: Vec<String>,
     },
-    /// Format check, clippy, dependency-graph rules, plan check, every test, then torture (ci).
+    /// Format, clippy, tidy, layers, generated files, plan check, every test, then torture (ci).
     Ci,
-    /// Benchmarks that print ratios measured side by side.
-    Bench {
-        /// Reach PostgreSQL through its Unix socket only; by default benchmarks connect over
-        /// TCP to 127.0.0.1, as users do, and print the socket's figures beside.
-        #[arg(long, global = true)]
-        socket: bool,
-        #[command(subcommand)]
-        which: bench::Which,
+    /// Print the plans of the tenant and global reads on a large table; fail on a full sort or scan.
+    Explain {
+        /// Rows in the table.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
     },
     /// Regenerate the checked-in protobuf code from proto/ (--check: fail if it is stale).
     Codegen {
@@ -77,45 +70,42 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// Writers, readers and sinks against two real servers under seeded faults; the history checked.
-    Torture {
-        /// `ci` (a few minutes) or `long` (half an hour).
-        #[arg(long, value_enum, default_value = "ci")]
-        profile: torture::Profile,
-        /// The seed of the faults and the writers (random when absent; printed).
+    /// Regenerate migrations/CURRENT.sql from a migrated database (--check: fail with the diff).
+    Schema {
+        /// Compare instead of writing; fail when the checked-in file differs.
         #[arg(long)]
-        seed: Option<u64>,
-        /// How long faults are injected, in minutes (default: the profile's).
-        #[arg(long)]
-        minutes: Option<f64>,
+        check: bool,
     },
-    /// Print the plans of the tenant and global reads on a large table; fail on a full sort or scan.
-    Explain {
-        /// Rows in the table.
-        #[arg(long, default_value_t = 1_000_000)]
-        rows: u64,
+    /// Benchmarks that print ratios measured side by side: `outbox-bench`, built in release
+    /// (`cargo xtask bench --help` lists them).
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// Passed to outbox-bench.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Writers, readers and sinks against real servers under seeded faults: `outbox-torture`
+    /// (`cargo xtask torture --help` lists its options).
+    #[command(disable_help_flag = true)]
+    Torture {
+        /// Passed to outbox-torture.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
-
-/// The `outbox` binary's allocator, so that `bench fanout`'s server process measures what the
-/// server's would.
-#[cfg(not(target_env = "msvc"))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Migrate { dry_run } => migrate::run(dry_run),
-        Command::Test { args } => services::run_tests(&args),
-        Command::Services { names } => services::run_services(&names),
-        Command::Ci => ci::run(),
-        Command::Bench { socket, which } => bench::run(which, services::Transports::new(socket)),
-        Command::Explain { rows } => explain::run(rows),
-        Command::Codegen { check } => codegen::run(check),
-        Command::Torture { profile, seed, minutes } => {
-            torture::run(torture::Options { profile, seed, minutes, binary: None })
-        }
+        Cmd::Migrate { dry_run } => migrate::run(dry_run),
+        Cmd::Test { args } => test::run_tests(&args),
+        Cmd::Services { names } => test::run_services(&names),
+        Cmd::Ci => ci::run(),
+        Cmd::Explain { rows } => explain::run(rows),
+        Cmd::Codegen { check } => codegen::run(check),
+        Cmd::Schema { check } => schema::run(check),
+        Cmd::Bench { args } => run_tool("outbox-bench", true, &args),
+        Cmd::Torture { args } => run_tool("outbox-torture", false, &args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -126,7 +116,16 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// A multi-threaded runtime for the async parts.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+/// `cargo run -p <package> [--release] -- <args>`: a tool crate of the workspace, built and run.
+fn run_tool(package: &str, release: bool, args: &[String]) -> anyhow::Result<()> {
+    let mut command = Command::new(cargo());
+    command.args(["run", "--quiet", "--package", package]);
+    if release {
+        command.arg("--release");
+    }
+    let status = command.arg("--").args(args).status().with_context(|| format!("running {package}"))?;
+    if !status.success() {
+        bail!("{package} failed ({status})");
+    }
+    Ok(())
 }

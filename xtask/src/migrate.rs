@@ -5,8 +5,10 @@ use outbox_pg::Migrator;
 
 pub(crate) fn run(dry_run: bool) -> anyhow::Result<()> {
     let url = std::env::var("DATABASE_URL").context("DATABASE_URL is not set: point it at the database to migrate")?;
-    crate::runtime()?.block_on(async {
-        let pool = sqlx::PgPool::connect(&url).await.with_context(|| format!("connecting to {}", redact(&url)))?;
+    outbox_services::runtime()?.block_on(async {
+        let pool = sqlx::PgPool::connect(&url)
+            .await
+            .with_context(|| format!("connecting to {}", outbox_services::redact(&url)))?;
         let migrator = Migrator::new();
         if dry_run {
             let pending = migrator.pending(&pool).await?;
@@ -25,18 +27,4 @@ pub(crate) fn run(dry_run: bool) -> anyhow::Result<()> {
         println!("{} applied, {} already current", report.applied.len(), report.skipped);
         Ok(())
     })
-}
-
-/// The URL without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let credentials = &url[scheme + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
 }

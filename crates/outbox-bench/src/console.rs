@@ -5,22 +5,22 @@
 //! load, side by side, and the longest is printed against the target (none over 200 ms).
 //! It prints; it never fails on a figure.
 //!
-//! The browser side is `tests/examples/bench_console.rs` (package `outbox-e2e`, which holds
-//! the WebDriver client), run in release with the server's address, its API key and the
-//! database; xtask brings up PostgreSQL and Chromium as for the tests.
+//! The browser side (`console_measure`, over `outbox_e2e::browser`'s WebDriver client) runs in
+//! a process of its own, `outbox-bench measure-console`, with the server's address and its API
+//! key; PostgreSQL and Chromium come up as for the tests.
 
 use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::outbox_process::{OutboxProcess, ServeOptions, TOKEN, build, database_name, database_url};
-use crate::services::{ScratchDatabase, Transport, cargo, chromium, postgres};
+use outbox_services::serve::{OutboxProcess, ServeOptions, TOKEN, build, database_name, database_url};
+use outbox_services::{ScratchDatabase, Transport, chromium, postgres};
 
 pub(crate) fn run() -> anyhow::Result<()> {
     chromium()?;
     let server = postgres()?;
     let binary = build()?;
-    let runtime = crate::runtime()?;
+    let runtime = outbox_services::runtime()?;
     let url = server.url_over(Transport::Tcp)?;
     let db = runtime.block_on(ScratchDatabase::create(&url, "outbox_bench_console"))?;
     let database = database_url(&url, &runtime.block_on(database_name(&db.pool))?);
@@ -33,8 +33,8 @@ pub(crate) fn run() -> anyhow::Result<()> {
 fn measure(binary: &std::path::Path, database: &str) -> anyhow::Result<()> {
     let options = ServeOptions { database_url: database, roles: &["http"], poll_ms: 100 };
     let process = OutboxProcess::start(binary, &options)?;
-    let status = Command::new(cargo())
-        .args(["run", "--release", "--quiet", "-p", "outbox-e2e", "--example", "bench_console"])
+    let status = Command::new(std::env::current_exe()?)
+        .arg("measure-console")
         .env("OUTBOX_URL", format!("http://127.0.0.1:{}", process.port()))
         .env("OUTBOX_TOKEN", TOKEN)
         .status()

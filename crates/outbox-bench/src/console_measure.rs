@@ -1,5 +1,5 @@
-//! The browser side of `cargo xtask bench console` (run it through xtask, which starts the
-//! server and Chromium's packages): opens the console of the `outbox serve` at `OUTBOX_URL`
+//! The browser side of `outbox-bench console`, in a process of its own (`measure-console`,
+//! started by `console.rs`, which starts the server and brings up Chromium): opens the console of the `outbox serve` at `OUTBOX_URL`
 //! with the token `OUTBOX_TOKEN` in a headless Chromium, reads the page's long tasks during
 //! 10 idle seconds, then while 1,000 events a second are published for 10 s (batches of 100
 //! every 100 ms through `POST /events`), and prints both side by side with the target.
@@ -32,8 +32,8 @@ const OBSERVE: &str = "
 /// The long tasks since [`OBSERVE`], in milliseconds.
 const COLLECT: &str = "return window.__longTasks.slice();";
 
-#[tokio::main]
-async fn main() {
+/// The measurement, in the process `outbox-bench console` starts (`measure-console`).
+pub(crate) async fn run() {
     let url = std::env::var("OUTBOX_URL").expect("OUTBOX_URL: the server's address (run cargo xtask bench console)");
     let token = std::env::var("OUTBOX_TOKEN").expect("OUTBOX_TOKEN: a token with events:read events:write");
     let addr: SocketAddr = url.trim_start_matches("http://").parse().expect("OUTBOX_URL is http://<ip>:<port>");

@@ -8,7 +8,7 @@
 //!   binary's allocator and its options ([`SERVER_MALLOC_CONF`]), PostgreSQL over the
 //!   primary transport; in the modes `tail`, `polling` and `bare` (below);
 //! - **`outbox serve`**, the release binary users run (hyper-util's auto builder, HTTP/1 and
-//!   HTTP/2, every role, authentication by API key), started by [`crate::outbox_process`]
+//!   HTTP/2, every role, authentication by API key), started by [`outbox_services::serve`]
 //!   with its `DATABASE_URL` over TCP and, beside it, over the Unix socket.
 //!
 //! For each server, streams of one tenant are opened from this process over loopback, 1,
@@ -42,9 +42,9 @@ use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::bench_http::{Everyone, TENANT};
-use crate::outbox_process::{OutboxProcess, ServeOptions, database_url};
-use crate::services::{Postgres, ScratchDatabase, Transport, Transports, postgres};
+use crate::http::{Everyone, TENANT};
+use outbox_services::serve::{OutboxProcess, ServeOptions, database_url};
+use outbox_services::{Postgres, ScratchDatabase, Transport, Transports, postgres};
 
 const POLL_MS: u64 = 100;
 const STEPS: [usize; 3] = [1, 1_000, 10_000];
@@ -144,10 +144,10 @@ pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let postgres = postgres()?;
     let measured = transports.available(&postgres)?;
     let primary_url = postgres.url_over(transports.primary)?;
-    let binary = crate::outbox_process::build()?;
-    crate::runtime()?.block_on(async {
+    let binary = outbox_services::serve::build()?;
+    outbox_services::runtime()?.block_on(async {
         let db = ScratchDatabase::create(&primary_url, "outbox_bench_fanout").await?;
-        let name = crate::outbox_process::database_name(&db.pool).await?;
+        let name = outbox_services::serve::database_name(&db.pool).await?;
         let setup = Setup { postgres: &postgres, primary_url, binary, db, name };
         let mut contenders: Vec<Contender> =
             [Mode::Tail, Mode::Polling, Mode::Bare].into_iter().map(Contender::StandIn).collect();
@@ -198,7 +198,7 @@ impl Server {
 
     fn rss_kib(&self) -> anyhow::Result<u64> {
         match self {
-            Server::StandIn(server) => crate::outbox_process::rss_kib(server.pid()),
+            Server::StandIn(server) => outbox_services::serve::rss_kib(server.pid()),
             Server::Serve(server) => server.rss_kib(),
         }
     }
@@ -207,7 +207,7 @@ impl Server {
 async fn bench_contender(contender: Contender, setup: &Setup<'_>) -> anyhow::Result<Vec<Figures>> {
     let server = Server::start(contender, setup)?;
     let (port, label) = (server.port(), contender.label());
-    eprintln!("xtask: bench fanout: {label} server pid {} on port {port}", server.pid());
+    eprintln!("bench fanout: {label} server pid {} on port {port}", server.pid());
     let admin = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&setup.primary_url).await?;
     let clients = Arc::new(Clients::default());
     // One request first, so that the pool and the runtime are warm before the baseline memory.
@@ -219,7 +219,7 @@ async fn bench_contender(contender: Contender, setup: &Setup<'_>) -> anyhow::Res
     for &streams in &STEPS {
         let opened = Instant::now();
         clients.open_up_to(port, streams).await?;
-        eprintln!("xtask: bench fanout: {label}: {streams} streams open in {:.1?}", opened.elapsed());
+        eprintln!("bench fanout: {label}: {streams} streams open in {:.1?}", opened.elapsed());
         // Let every stream finish its first read and go idle.
         tokio::time::sleep(Duration::from_secs(2)).await;
         if contender == Contender::StandIn(Mode::Bare) {
@@ -233,7 +233,7 @@ async fn bench_contender(contender: Contender, setup: &Setup<'_>) -> anyhow::Res
         let kib_per_stream = (rss.saturating_sub(rss_empty)) as f64 / streams as f64;
         figures.push(Figures { statements_per_s, kib_per_stream, ..latency });
         eprintln!(
-            "xtask: bench fanout: {label} x{streams}: {statements_per_s:.1} statements/s, p50 {:.0} ms, p99 {:.0} ms, {kib_per_stream:.1} KiB/stream",
+            "bench fanout: {label} x{streams}: {statements_per_s:.1} statements/s, p50 {:.0} ms, p99 {:.0} ms, {kib_per_stream:.1} KiB/stream",
             latency.p50_ms, latency.p99_ms
         );
     }
@@ -434,7 +434,7 @@ impl ServerProcess {
             .arg("-c")
             .arg("ulimit -n \"$(ulimit -H -n)\" 2>/dev/null; exec \"$0\" \"$@\"")
             .arg(exe)
-            .args(["bench", "fanout-server", "--server-url", server_url, "--database", database])
+            .args(["fanout-server", "--server-url", server_url, "--database", database])
             .args(["--mode", mode.arg()])
             .env("_RJEM_MALLOC_CONF", malloc_conf)
             .stdout(Stdio::piped())

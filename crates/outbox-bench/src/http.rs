@@ -24,7 +24,7 @@ use outbox_pg::{ReadRequest, read_page};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::services::{ScratchDatabase, Transport, Transports, postgres};
+use outbox_services::{ScratchDatabase, Transport, Transports, postgres};
 
 /// The tenant of every benchmark request (`bench http` and `bench fanout`).
 pub(crate) const TENANT: &str = "bench";
@@ -34,7 +34,7 @@ pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let (events, rounds) = (50_000, 3);
     let server = postgres()?;
     let transports = transports.available(&server)?;
-    crate::runtime()?.block_on(async {
+    outbox_services::runtime()?.block_on(async {
         let db = ScratchDatabase::create(&server.url_over(Transport::Tcp)?, "outbox_bench_http").await?;
         fill(&db.pool, events).await?;
         let mut sides = Vec::new();
@@ -91,7 +91,7 @@ async fn bench(sides: &[Side], events: usize, rounds: usize) -> anyhow::Result<(
             totals[1] += timed(pages(&client, side.port, events)).await?;
             totals[2] += timed(stream(&client, side.port, events)).await?;
         }
-        eprintln!("xtask: bench http: round {}/{rounds} done", round + 1);
+        eprintln!("bench http: round {}/{rounds} done", round + 1);
     }
     let rate = |side: usize, slot: usize| (events * rounds) as f64 / totals[side][slot].as_secs_f64();
     println!("bench http: {rounds} rounds of {events} events of one tenant, pages of {PAGE}, loopback");

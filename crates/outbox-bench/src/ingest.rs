@@ -1,7 +1,7 @@
 //! `POST /events` into the real `outbox serve` from outside, its `DATABASE_URL` over TCP
 //! against the same server on the Unix socket, side by side in one run.
 //!
-//! Two `outbox serve` processes (the release binary, every role, [`crate::outbox_process`])
+//! Two `outbox serve` processes (the release binary, every role, [`outbox_services::serve`])
 //! run on one scratch database, one connected over TCP and one through the socket. Each is
 //! sent batches of [`BATCH`] events, `{"events":[…]}`, by [`CLIENTS`] concurrent HTTP/1
 //! clients over loopback; the two take turns round by round (the order flips every round), so
@@ -20,8 +20,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
-use crate::outbox_process::{OutboxProcess, ServeOptions, database_url};
-use crate::services::{Postgres, ScratchDatabase, Transport, Transports};
+use outbox_services::serve::{OutboxProcess, ServeOptions, database_url};
+use outbox_services::{Postgres, ScratchDatabase, Transport, Transports};
 
 /// Events per `POST /events`.
 const BATCH: usize = 100;
@@ -43,7 +43,7 @@ pub(crate) fn run(postgres: &Postgres, transports: Transports) -> anyhow::Result
     for transport in transports.available(postgres)? {
         urls.push((transport, postgres.url_over(transport)?));
     }
-    let binary = crate::outbox_process::build()?;
+    let binary = outbox_services::serve::build()?;
     std::thread::scope(|scope| scope.spawn(|| bench(&binary, &urls)).join())
         .map_err(|_| anyhow::anyhow!("bench ingest panicked"))?
 }
@@ -62,10 +62,10 @@ impl Rate {
 }
 
 fn bench(binary: &std::path::Path, urls: &[(Transport, String)]) -> anyhow::Result<()> {
-    let runtime = crate::runtime()?;
+    let runtime = outbox_services::runtime()?;
     let (_, primary_url) = urls.first().context("no transport to measure")?;
     let db = runtime.block_on(ScratchDatabase::create(primary_url, "outbox_bench_ingest"))?;
-    let rates = runtime.block_on(crate::outbox_process::database_name(&db.pool));
+    let rates = runtime.block_on(outbox_services::serve::database_name(&db.pool));
     let rates = rates.and_then(|name| start_and_measure(&runtime, binary, &name, urls));
     runtime.block_on(db.drop_now())?;
     report(&rates?);
@@ -85,7 +85,7 @@ fn start_and_measure(
         let options = ServeOptions { database_url: &database_url, roles: &["all"], poll_ms: 100 };
         let server = OutboxProcess::start(binary, &options)?;
         eprintln!(
-            "xtask: bench ingest: outbox serve over {} pid {} on port {}",
+            "bench ingest: outbox serve over {} pid {} on port {}",
             transport.label(),
             server.pid(),
             server.port()
@@ -113,7 +113,7 @@ async fn measure(servers: &[(Transport, OutboxProcess)]) -> anyhow::Result<Vec<R
                 rates[slot].time += elapsed;
             }
         }
-        eprintln!("xtask: bench ingest: round {round}/{ROUNDS} done");
+        eprintln!("bench ingest: round {round}/{ROUNDS} done");
     }
     Ok(rates)
 }
@@ -140,7 +140,7 @@ async fn one_round(client: &HttpClient, port: u16, bodies: &[Bytes]) -> anyhow::
 
 async fn post(client: &HttpClient, port: u16, body: Bytes) -> anyhow::Result<()> {
     let request = http::Request::post(format!("http://127.0.0.1:{port}/events"))
-        .header("authorization", format!("Bearer {}", crate::outbox_process::TOKEN))
+        .header("authorization", format!("Bearer {}", outbox_services::serve::TOKEN))
         .header("content-type", "application/json")
         .body(Full::new(body))?;
     let response = client.request(request).await.context("POST /events")?;
@@ -159,9 +159,9 @@ fn batch_body(client: usize) -> Bytes {
         .map(|n| {
             json!({
                 "type": "reservation.active",
-                "tenantId": crate::bench_http::TENANT,
+                "tenantId": crate::http::TENANT,
                 "subject": format!("reservation/rsv_{client:02}{n:06}"),
-                "data": crate::bench_publish::sample_data(),
+                "data": crate::publish::sample_data(),
             })
         })
         .collect();

@@ -31,7 +31,7 @@ use outbox_core::NewEvent;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::services::Transport;
+use outbox_services::Transport;
 
 #[derive(Clone, Copy)]
 pub(crate) struct Sizes {
@@ -163,7 +163,7 @@ pub(crate) async fn run(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::
                 _ => None,
             };
         }
-        eprintln!("xtask: bench publish: round {}/{} done", round + 1, sizes.rounds);
+        eprintln!("bench publish: round {}/{} done", round + 1, sizes.rounds);
     }
     let cost = |contender: Contender, pool: usize| {
         let slot = runs.iter().position(|&run| run == (contender, pool)).expect("every contender ran");
@@ -424,7 +424,7 @@ async fn wal_bytes_between(pool: &PgPool, before: &str, after: &str) -> anyhow::
 pub(crate) async fn storage(server_url: &str, events: usize) -> anyhow::Result<()> {
     println!("bench storage: {events} events published with publish_many in batches of 1000, PostgreSQL over TCP");
     for (label, through) in [("before (through core/0014)", Some("core/0014_sql_publishing")), ("now", None)] {
-        let db = crate::services::ScratchDatabase::create_unmigrated(server_url, "outbox_storage").await?;
+        let db = outbox_services::ScratchDatabase::create_unmigrated(server_url, "outbox_storage").await?;
         let pool = db.pool_on(server_url, 1).await?;
         let migrator = match through {
             Some(name) => outbox_pg::Migrator::through(name).ok_or_else(|| anyhow::anyhow!("no migration {name}"))?,
@@ -448,7 +448,7 @@ pub(crate) async fn storage(server_url: &str, events: usize) -> anyhow::Result<(
             }
             written += n;
             if written % 200_000 == 0 {
-                eprintln!("xtask: bench storage: {label}: {written} of {events}");
+                eprintln!("bench storage: {label}: {written} of {events}");
             }
         }
         let elapsed = started.elapsed();

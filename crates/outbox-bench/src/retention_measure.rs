@@ -1,4 +1,5 @@
-//! The measurement behind `cargo xtask bench retention` (run with `DATABASE_URL` set).
+//! The measurement behind `outbox-bench retention`, in a process of its own (`measure-retention`,
+//! with `DATABASE_URL` set).
 //!
 //! Fills a fresh outbox with `rows` events (100 transactions), puts two sink cursors on it
 //! (one at the head, one lagging at 60 %), moves the database clock two hours forward, then
@@ -30,9 +31,10 @@ use serde_json::json;
 const PUBLISHERS: usize = 4;
 const QUIET: Duration = Duration::from_secs(3);
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
-async fn main() {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>().expect("a number"));
+/// The measurement, in the process `outbox-bench retention` starts (`measure-retention`):
+/// `rows`, then optionally the pass's batch, rounds and pause in milliseconds.
+pub(crate) async fn run(args: &[String]) {
+    let mut args = args.iter().map(|a| a.parse::<u64>().expect("a number"));
     let rows = args.next().unwrap_or(1_000_000);
     let batch = args.next().unwrap_or(5000);
     let max_rounds = args.next().unwrap_or(20);

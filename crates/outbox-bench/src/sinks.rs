@@ -15,9 +15,9 @@
 //! touch no database and run once a round.
 //!
 //! The services come up as for the tests (PostgreSQL, NATS with JetStream, Redis, RabbitMQ
-//! streams, a Kafka-protocol broker); the
-//! measurement itself is `crates/outbox-workers/examples/bench_sinks.rs`, run in release
-//! mode, so that xtask does not need the broker clients. It gets the primary transport's
+//! streams, a Kafka-protocol broker); the measurement itself (`sinks_measure`) runs in a
+//! process of its own, `outbox-bench measure-sinks`, so that its CPU time is the sinks' alone.
+//! It gets the primary transport's
 //! server URL as `DATABASE_URL` and the one beside, when there is one, as
 //! `DATABASE_URL_BESIDE`.
 
@@ -25,7 +25,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::services::{Transports, cargo, kafka, nats, postgres, rabbitmq, redis};
+use outbox_services::{Transports, kafka, nats, postgres, rabbitmq, redis};
 
 pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let postgres = postgres()?;
@@ -34,9 +34,9 @@ pub(crate) fn run(transports: Transports) -> anyhow::Result<()> {
     let rabbitmq = rabbitmq()?;
     let kafka = kafka()?;
     let over = transports.available(&postgres)?;
-    let mut command = Command::new(cargo());
+    let mut command = Command::new(std::env::current_exe()?);
     command
-        .args(["run", "--release", "--quiet", "-p", "outbox-workers", "--example", "bench_sinks"])
+        .arg("measure-sinks")
         .env("DATABASE_URL", postgres.url_over(over[0])?)
         .env("NATS_URL", &nats.url)
         .env("REDIS_URL", &redis.url)

@@ -1,6 +1,7 @@
-//! The measurement behind `cargo xtask bench sinks` (which brings up the services and runs
-//! this with `DATABASE_URL`, `DATABASE_URL_BESIDE`, `NATS_URL`, `REDIS_URL`,
-//! `RABBITMQ_STREAM_URL` and `KAFKA_BOOTSTRAP` set).
+//! The measurement behind `outbox-bench sinks`, which brings up the services and runs it in a
+//! process of its own (`outbox-bench measure-sinks`, whose CPU time is the sinks' alone) with
+//! `DATABASE_URL`, `DATABASE_URL_BESIDE`, `NATS_URL`, `REDIS_URL`, `RABBITMQ_STREAM_URL` and
+//! `KAFKA_BOOTSTRAP` set.
 //!
 //! Events/s through the `nats` and `redis` sinks, each driven by a real dispatcher (reading
 //! the outbox, delivering, saving its cursor under its lease), against the bare client doing
@@ -61,11 +62,6 @@ use rabbitmq_stream_client::types::Message as StreamMessage;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::json;
-
-/// The `outbox` binary's allocator, so that the dispatcher runs as it would there.
-#[cfg(not(target_env = "msvc"))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Contender {
@@ -178,9 +174,10 @@ struct Results {
     events: usize,
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+/// The measurement, in the process `outbox-bench sinks` starts (`measure-sinks`): optionally
+/// the events, the batch and the rounds.
+pub(crate) async fn run(args: &[String]) {
+    let args: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let (count, batch, rounds) = (
         args.first().copied().unwrap_or(20_000),
         args.get(1).copied().unwrap_or(500),

@@ -32,8 +32,8 @@ use parking_lot::Mutex;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::bench_fanout::idle_statements;
-use crate::services::{ScratchDatabase, Transport, Transports, postgres};
+use crate::fanout::idle_statements;
+use outbox_services::{ScratchDatabase, Transport, Transports, postgres};
 
 const POLL_MS: u64 = 100;
 const LATENCY_EVENTS: usize = 12;
@@ -41,7 +41,7 @@ const THROUGHPUT_EVENTS: usize = 10_000;
 
 pub(crate) fn run(_transports: Transports) -> anyhow::Result<()> {
     let server = postgres()?;
-    crate::runtime()?.block_on(async {
+    outbox_services::runtime()?.block_on(async {
         let url = server.url_over(Transport::Tcp)?;
         let db = ScratchDatabase::create(&url, "outbox_bench_webhooks").await?;
         let pool = db.pool_on(&url, 10).await?;
@@ -140,7 +140,7 @@ async fn bench(pool: &PgPool, admin: &PgPool, name: String) -> anyhow::Result<()
     tokio::time::sleep(Duration::from_secs(2)).await;
     let one = idle_statements(admin, &name).await?;
     subscribe(pool, &key, "idle", &receiver.url, 999).await?;
-    eprintln!("xtask: bench webhooks: 1,000 subscriptions created; waiting for every loop to wait on the tail");
+    eprintln!("bench webhooks: 1,000 subscriptions created; waiting for every loop to wait on the tail");
     wait_until("1,000 loops waiting on the tail", || tail.members() == 1_000).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let thousand = idle_statements(admin, &name).await?;

@@ -1,5 +1,5 @@
-//! The real `outbox serve` as a child process of a benchmark: the binary users run, built in
-//! release, measured from outside.
+//! The real `outbox serve` as a child process of a benchmark or the torture run: the binary
+//! users run, measured from outside.
 //!
 //! [`build`] builds `outbox` (`cargo build --release -p outbox-server`) and finds it in the
 //! target directory; [`OutboxProcess::start`] runs `outbox serve` on it with a configuration
@@ -17,9 +17,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+/// The tenant of the benchmarks' events and of their API key.
+pub const TENANT: &str = "bench";
+
 /// The bearer token the benchmarks send: an API key of tenant `bench`
-/// ([`crate::bench_http::TENANT`]) with `events:read events:write`.
-pub(crate) const TOKEN: &str = "bench";
+/// ([`TENANT`]) with `events:read events:write`.
+pub const TOKEN: &str = "bench";
 
 /// SHA-256 of [`TOKEN`] (`printf %s bench | sha256sum`): the configuration holds only the digest.
 const TOKEN_SHA256: &str = "1b32c28cb38c05480eccc1bd60ff97029b57a05c96718b96dad7e9d84894f549";
@@ -34,7 +37,7 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// on a free loopback port with the configuration file `config`: only that file configures
 /// it (the environment's `OUTBOX_*` overrides are removed), it logs warnings and worse, and
 /// its first line on stdout, piped, says where it listens ([`listening_port`]).
-pub(crate) fn serve_args<'c>(command: &'c mut Command, config: &Path) -> &'c mut Command {
+pub fn serve_args<'c>(command: &'c mut Command, config: &Path) -> &'c mut Command {
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(config)
@@ -49,7 +52,7 @@ pub(crate) fn serve_args<'c>(command: &'c mut Command, config: &Path) -> &'c mut
 }
 
 /// The port in `outbox serve`'s first line (`outbox serve: listening on http://127.0.0.1:<port> …`).
-pub(crate) fn listening_port(line: &str) -> Option<u16> {
+pub fn listening_port(line: &str) -> Option<u16> {
     line.trim()
         .strip_prefix("outbox serve: listening on http://127.0.0.1:")
         .and_then(|rest| rest.split(' ').next())
@@ -57,16 +60,16 @@ pub(crate) fn listening_port(line: &str) -> Option<u16> {
 }
 
 /// Builds the `outbox` binary in release and returns its path.
-pub(crate) fn build() -> anyhow::Result<PathBuf> {
-    eprintln!("xtask: building the outbox binary (cargo build --release -p outbox-server)");
-    let status = Command::new(crate::services::cargo())
+pub fn build() -> anyhow::Result<PathBuf> {
+    eprintln!("services: building the outbox binary (cargo build --release -p outbox-server)");
+    let status = Command::new(crate::cargo())
         .args(["build", "--quiet", "--release", "--package", "outbox-server", "--bin", "outbox"])
         .status()
         .context("running cargo build")?;
     if !status.success() {
         bail!("building the outbox binary failed ({status})");
     }
-    let binary = crate::services::target_dir()?.join("release").join("outbox");
+    let binary = crate::target_dir()?.join("release").join("outbox");
     if !binary.is_file() {
         bail!("cargo built the outbox binary, but it is not at {}", binary.display());
     }
@@ -75,7 +78,7 @@ pub(crate) fn build() -> anyhow::Result<PathBuf> {
 
 /// The URL of `database` on the server `server_url` names (its path replaced, its query kept):
 /// the same database reached the way `server_url` reaches the server, over TCP or a socket.
-pub(crate) fn database_url(server_url: &str, database: &str) -> String {
+pub fn database_url(server_url: &str, database: &str) -> String {
     let authority = server_url.find("://").map_or(0, |i| i + 3);
     let path = server_url[authority..].find(['/', '?']).map_or(server_url.len(), |i| authority + i);
     let query = server_url[path..].split_once('?').map(|(_, query)| format!("?{query}")).unwrap_or_default();
@@ -83,22 +86,22 @@ pub(crate) fn database_url(server_url: &str, database: &str) -> String {
 }
 
 /// The name of the database `pool` is connected to.
-pub(crate) async fn database_name(pool: &sqlx::PgPool) -> anyhow::Result<String> {
+pub async fn database_name(pool: &sqlx::PgPool) -> anyhow::Result<String> {
     Ok(sqlx::query_scalar("SELECT current_database()").fetch_one(pool).await?)
 }
 
 /// How to run one `outbox serve`.
-pub(crate) struct ServeOptions<'a> {
+pub struct ServeOptions<'a> {
     /// The database, as the process's `DATABASE_URL`.
-    pub(crate) database_url: &'a str,
+    pub database_url: &'a str,
     /// `roles`, e.g. `["http"]`.
-    pub(crate) roles: &'a [&'a str],
+    pub roles: &'a [&'a str],
     /// `[watch] poll_ms`.
-    pub(crate) poll_ms: u64,
+    pub poll_ms: u64,
 }
 
 /// A running `outbox serve`.
-pub(crate) struct OutboxProcess {
+pub struct OutboxProcess {
     child: Child,
     port: u16,
     config: PathBuf,
@@ -108,7 +111,7 @@ pub(crate) struct OutboxProcess {
 
 impl OutboxProcess {
     /// Starts `binary serve` with `options` and waits until it answers `/readyz` with 200.
-    pub(crate) fn start(binary: &Path, options: &ServeOptions<'_>) -> anyhow::Result<OutboxProcess> {
+    pub fn start(binary: &Path, options: &ServeOptions<'_>) -> anyhow::Result<OutboxProcess> {
         let config = write_config(options)?;
         let mut command = Command::new("sh");
         command
@@ -157,7 +160,7 @@ impl OutboxProcess {
     }
 
     /// One `GET path` over a connection of its own; the whole answer, head and body.
-    pub(crate) fn get(&self, path: &str) -> anyhow::Result<String> {
+    pub fn get(&self, path: &str) -> anyhow::Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         let request = format!(
@@ -170,21 +173,21 @@ impl OutboxProcess {
     }
 
     /// The port it listens on, on 127.0.0.1.
-    pub(crate) fn port(&self) -> u16 {
+    pub fn port(&self) -> u16 {
         self.port
     }
 
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The process's resident memory (`VmRSS` of `/proc/<pid>/status`), in KiB.
-    pub(crate) fn rss_kib(&self) -> anyhow::Result<u64> {
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
         rss_kib(self.pid())
     }
 
     /// SIGTERM, then SIGKILL when it has not exited within [`STOP_GRACE`].
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             let _ = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status();
             let deadline = Instant::now() + STOP_GRACE;
@@ -205,7 +208,7 @@ impl Drop for OutboxProcess {
 }
 
 /// `VmRSS` of process `pid`, in KiB.
-pub(crate) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
     Ok(line.split_whitespace().nth(1).context("VmRSS")?.parse()?)
@@ -216,7 +219,7 @@ fn write_config(options: &ServeOptions<'_>) -> anyhow::Result<PathBuf> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static STARTED: AtomicUsize = AtomicUsize::new(0);
     let n = STARTED.fetch_add(1, Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("outbox-xtask-serve-{}-{n}.toml", std::process::id()));
+    let path = std::env::temp_dir().join(format!("outbox-serve-{}-{n}.toml", std::process::id()));
     let roles: Vec<String> = options.roles.iter().map(|role| format!("{role:?}")).collect();
     let text = format!(
         "roles = [{roles}]\n\n\
@@ -224,7 +227,7 @@ fn write_config(options: &ServeOptions<'_>) -> anyhow::Result<PathBuf> {
          scopes = [\"events:read\", \"events:write\"]\n\n\
          [watch]\npoll_ms = {poll_ms}\n",
         roles = roles.join(", "),
-        tenant = crate::bench_http::TENANT,
+        tenant = TENANT,
         poll_ms = options.poll_ms,
     );
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;

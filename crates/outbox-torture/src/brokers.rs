@@ -1,15 +1,9 @@
-//! The brokers of the torture run: a `nats-server` with JetStream and a `redis-server` of its
-//! own (free ports, data in the run's directory), which the faults stop and start again, and
-//! the read-back of what the servers' `nats` and `redis` sinks stored there.
-//!
-//! A stop is SIGTERM (each flushes what it acknowledged: JetStream's file store, Redis's
-//! append-only file) and a start runs the same command again, on the same port and data.
+//! The read-back of what the servers' broker sinks stored in the run's own brokers
+//! (`outbox_services::Broker`, which the faults stop and start again).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use outbox_core::Position;
 use serde::Deserialize;
 
@@ -17,114 +11,6 @@ use super::checker::Received;
 
 /// The JetStream stream the `nats` sink publishes into.
 pub(crate) const NATS_STREAM: &str = "TORTURE";
-
-/// A broker process the run owns.
-pub(crate) struct Broker {
-    pub(crate) name: &'static str,
-    pub(crate) port: u16,
-    command: Vec<String>,
-    log: PathBuf,
-    child: Option<Child>,
-}
-
-impl Broker {
-    /// `nats-server -js` on a free port, its store under `dir`.
-    pub(crate) fn nats(dir: &Path) -> anyhow::Result<Broker> {
-        let binary = crate::services::find_binary("nats-server").context("nats-server is not on PATH")?;
-        let port = crate::services::free_port()?;
-        let store = dir.join("nats");
-        let command = vec![
-            binary.display().to_string(),
-            "-js".into(),
-            "-a".into(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            port.to_string(),
-            "-sd".into(),
-            store.display().to_string(),
-        ];
-        Broker::start("nats", port, command, dir)
-    }
-
-    /// `redis-server` on a free port with an append-only file under `dir`.
-    pub(crate) fn redis(dir: &Path) -> anyhow::Result<Broker> {
-        let binary = crate::services::find_binary("redis-server").context("redis-server is not on PATH")?;
-        let port = crate::services::free_port()?;
-        let data = dir.join("redis");
-        std::fs::create_dir_all(&data)?;
-        let command = vec![
-            binary.display().to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            port.to_string(),
-            "--save".into(),
-            String::new(),
-            "--appendonly".into(),
-            "yes".into(),
-            "--dir".into(),
-            data.display().to_string(),
-        ];
-        Broker::start("redis", port, command, dir)
-    }
-
-    fn start(name: &'static str, port: u16, command: Vec<String>, dir: &Path) -> anyhow::Result<Broker> {
-        let mut broker = Broker { name, port, command, log: dir.join(format!("{name}.log")), child: None };
-        broker.run()?;
-        Ok(broker)
-    }
-
-    /// Starts the process and waits until its port answers.
-    pub(crate) fn run(&mut self) -> anyhow::Result<()> {
-        let log = std::fs::File::options().create(true).append(true).open(&self.log)?;
-        let child = Command::new(&self.command[0])
-            .args(&self.command[1..])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting {}", self.name))?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if Instant::now() > deadline {
-                bail!("{} did not listen on {} within 30 s", self.name, self.port);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    }
-
-    /// SIGTERM, and wait for the exit.
-    pub(crate) fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    pub(crate) fn is_running(&self) -> bool {
-        self.child.is_some()
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("{}://127.0.0.1:{}", self.name, self.port)
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 #[derive(Deserialize)]
 struct Stored {
@@ -215,4 +101,81 @@ pub(crate) async fn redis_read_back(url: &str, tenants: &[&str]) -> anyhow::Resu
     }
     received.sort_by_key(|received| received.position);
     Ok((received, wrong_ids))
+}
+
+/// Every message of the RabbitMQ stream `stream`, in its order, as (event id, position). The
+/// broker drops a message whose publishing id it already stored for the producer, so a wrong
+/// number shows here as a lost event (numbered too low) or a duplicate (numbered anew).
+pub(crate) async fn rabbitmq_read_back(url: &str, stream: &str) -> anyhow::Result<Vec<Received>> {
+    use futures_util::StreamExt;
+    use rabbitmq_stream_client::types::OffsetSpecification;
+
+    let environment = outbox_workers::sinks::RabbitmqEndpoint::parse(url)
+        .map_err(|error| anyhow::anyhow!("the RabbitMQ URL: {error}"))?
+        .environment()
+        .await
+        .map_err(|error| anyhow::anyhow!("connecting to RabbitMQ: {error}"))?;
+    let Ok(mut consumer) = environment.consumer().offset(OffsetSpecification::First).build(stream).await else {
+        return Ok(Vec::new());
+    };
+    let mut received = Vec::new();
+    // The stream's end: no message for a while after the last (the sinks have drained).
+    while let Ok(Some(delivery)) = tokio::time::timeout(Duration::from_secs(3), consumer.next()).await {
+        let delivery = delivery.map_err(|error| anyhow::anyhow!("reading the stream: {error}"))?;
+        let message = delivery.message();
+        let body = message.data().context("a message without a body")?;
+        let stored: Stored = serde_json::from_slice(body)?;
+        received.push(Received { id: stored.id, position: stored.sequence });
+    }
+    let _ = consumer.handle().close().await;
+    Ok(received)
+}
+
+/// A Kafka record as read back: its partition, key (the event's subject) and event.
+pub(crate) struct Keyed {
+    pub(crate) partition: i32,
+    pub(crate) key: String,
+    pub(crate) received: Received,
+}
+
+/// Every record of the Kafka topic `topic`, each partition read from its start to its high
+/// watermark, in partition order then offset order.
+pub(crate) fn kafka_read_back(bootstrap: &str, topic: &str) -> anyhow::Result<Vec<Keyed>> {
+    use rdkafka::Message;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("torture-read-back-{}", std::process::id()))
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let Some(described) = metadata.topics().first().filter(|t| t.error().is_none()) else { return Ok(Vec::new()) };
+    let mut assignment = TopicPartitionList::new();
+    let mut remaining = 0usize;
+    for partition in described.partitions() {
+        let (low, high) = consumer.fetch_watermarks(topic, partition.id(), Duration::from_secs(10))?;
+        remaining += usize::try_from(high - low).unwrap_or(0);
+        assignment.add_partition_offset(topic, partition.id(), Offset::Beginning)?;
+    }
+    consumer.assign(&assignment)?;
+    let mut records = Vec::with_capacity(remaining);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while records.len() < remaining {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("the Kafka read-back stalled: {} of {remaining} records after 120 s", records.len());
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else { continue };
+        let message = message?;
+        let stored: Stored = serde_json::from_slice(message.payload().unwrap_or_default())?;
+        records.push(Keyed {
+            partition: message.partition(),
+            key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+            received: Received { id: stored.id, position: stored.sequence },
+        });
+    }
+    records.sort_by_key(|record| record.partition);
+    Ok(records)
 }

@@ -234,6 +234,71 @@ pub(crate) fn check(truth: &[Row], writes: &Writes, consumers: &[Consumer]) -> R
     report
 }
 
+/// Checks a partitioned, at-least-once record (the Kafka sink's topic, read back) against
+/// `truth`: every stored event is there, nothing else is, each subject (the record's key)
+/// stays in one partition, and within it each event's first copy comes after the first copies
+/// of the subject's earlier events. Copies after the first (a batch produced again after a
+/// fault) are duplicates, allowed.
+pub(crate) fn check_partitioned(
+    name: &str,
+    truth: &[Row],
+    writes: &Writes,
+    records: &[crate::brokers::Keyed],
+) -> (Tally, Vec<String>) {
+    let all: HashMap<&str, &Row> = truth.iter().map(|row| (row.id.as_str(), row)).collect();
+    let mut violations = Vec::new();
+    let partitions: HashSet<i32> = records.iter().map(|record| record.partition).collect();
+    let mut tally = Tally {
+        name: name.to_owned(),
+        sessions: partitions.len(),
+        received: records.len(),
+        duplicates_allowed: true,
+        ..Tally::default()
+    };
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut partition_of: HashMap<&str, i32> = HashMap::new();
+    let mut newest: HashMap<(i32, &str), Position> = HashMap::new();
+    for record in records {
+        let received = &record.received;
+        if !seen.insert(&received.id) {
+            tally.duplicated += 1;
+            continue;
+        }
+        match all.get(received.id.as_str()) {
+            Some(row) if row.position == received.position => {}
+            Some(row) => {
+                tally.unexpected += 1;
+                violations
+                    .push(format!("{name}: {} at {}, stored at {}", received.id, received.position, row.position));
+            }
+            None => {
+                tally.unexpected += 1;
+                violations.push(format!("{name}: unexpected {}", why_unexpected(received, &all, writes)));
+            }
+        }
+        let key = record.key.as_str();
+        if *partition_of.entry(key).or_insert(record.partition) != record.partition {
+            tally.out_of_order += 1;
+            violations
+                .push(format!("{name}: subject {key} in partitions {} and {}", partition_of[key], record.partition));
+        }
+        let last = newest.entry((record.partition, key)).or_insert(Position::START);
+        if received.position <= *last {
+            tally.out_of_order += 1;
+            violations.push(format!(
+                "{name}: partition {}: subject {key}: first copy of {} at {} after {}",
+                record.partition, received.id, received.position, last
+            ));
+        }
+        *last = received.position.max(*last);
+    }
+    for row in truth.iter().filter(|row| !seen.contains(row.id.as_str())) {
+        tally.lost += 1;
+        violations.push(format!("{name}: lost {} at {}", row.id, row.position));
+    }
+    (tally, violations)
+}
+
 /// The table against what the writers attempted.
 fn check_writes(truth: &[Row], writes: &Writes, report: &mut Report) {
     let mut stored: HashSet<&str> = HashSet::with_capacity(truth.len());
@@ -682,5 +747,60 @@ mod tests {
         let report = check(&truth, &writes, &[]);
         assert!(report.passed(), "{:?}", report.violations);
         assert!(report.writes.contains("unknown 2 (resolved from the table: 1 committed, 1 not)"), "{}", report.writes);
+    }
+
+    /// The truth as a Kafka topic of two partitions: subjects `s0`..`s2`, `s0` and `s2` in
+    /// partition 0, `s1` in partition 1; the n-th row's subject is `s{n % 3}`.
+    fn partitioned(truth: &[Row]) -> Vec<crate::brokers::Keyed> {
+        truth
+            .iter()
+            .enumerate()
+            .map(|(n, row)| crate::brokers::Keyed {
+                partition: i32::from(n % 3 == 1),
+                key: format!("s{}", n % 3),
+                received: Received { id: row.id.clone(), position: row.position },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_partitioned_record_allows_redelivered_copies_and_nothing_else() {
+        let truth = truth();
+        let mut records = partitioned(&truth);
+        // A batch of partition 0 produced again after a fault: copies of earlier events.
+        let again: Vec<_> = partitioned(&truth).into_iter().filter(|r| r.partition == 0).take(3).collect();
+        records.extend(again);
+        records.sort_by_key(|record| record.partition);
+        let (tally, violations) = check_partitioned("kafka", &truth, &writes(&truth), &records);
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!((tally.sessions, tally.duplicated, tally.lost), (2, 3, 0));
+        assert!(tally.line().starts_with("ok kafka: 2 sessions"), "{}", tally.line());
+    }
+
+    #[test]
+    fn a_partitioned_record_catches_loss_reorder_and_a_subject_in_two_partitions() {
+        let truth = truth();
+        let writes = writes(&truth);
+        let mut lost = partitioned(&truth);
+        lost.remove(4);
+        let (tally, violations) = check_partitioned("kafka", &truth, &writes, &lost);
+        assert_eq!(tally.lost, 1, "{violations:?}");
+
+        // Within partition 0, subject s0's events 0 and 3 swapped.
+        let mut swapped = partitioned(&truth);
+        swapped.swap(0, 3);
+        let (tally, _) = check_partitioned("kafka", &truth, &writes, &swapped);
+        assert_eq!(tally.out_of_order, 1);
+
+        let mut moved = partitioned(&truth);
+        moved[3].partition = 1;
+        let (tally, violations) = check_partitioned("kafka", &truth, &writes, &moved);
+        assert_eq!(tally.out_of_order, 1, "{violations:?}");
+        assert!(violations[0].contains("subject s0 in partitions 0 and 1"), "{violations:?}");
+
+        let mut stray = partitioned(&truth);
+        stray[0].received.id = "r0".into();
+        let (tally, _) = check_partitioned("kafka", &truth, &writes, &stray);
+        assert_eq!((tally.unexpected, tally.lost), (1, 1));
     }
 }

@@ -424,7 +424,7 @@ pub(crate) async fn subscribers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torture::checker::{Writes, check};
+    use crate::checker::{Writes, check};
 
     #[test]
     fn a_redelivering_subscription_that_steps_back_to_its_cursor_is_checked_per_session() {

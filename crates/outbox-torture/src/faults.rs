@@ -5,8 +5,8 @@
 //! (sometimes past the sinks' 30 s lease, so another takes its leases over) and continued;
 //! random backends of the run's database ended with `pg_terminate_backend`; every
 //! connection through the proxy cut (reset); the proxy stalled for a few seconds, or
-//! delaying every chunk for a while; the NATS or the Redis server stopped for up to 25 s
-//! and started again; the webhook receiver answering 500 for up to 15 s; PostgreSQL
+//! delaying every chunk for a while; the NATS, Redis or RabbitMQ server stopped for up to
+//! 25 s and started again, or the Kafka mock's broker taken down and up again; the webhook receiver answering 500 for up to 15 s; PostgreSQL
 //! stopped as by a crash (`pg_ctl stop -m immediate`) and started again.
 
 use std::fmt;
@@ -17,10 +17,10 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::brokers::Broker;
 use super::proxy::Proxy;
 use super::receiver::Receiver;
 use super::services::{Ports, Server};
+use outbox_services::Broker;
 
 /// One fault.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +71,7 @@ impl fmt::Display for Fault {
             Fault::ReceiverFailing { lasting } => write!(f, "the webhook receiver answers 500 for {lasting:.1?}"),
             Fault::Restart => write!(f, "restart PostgreSQL immediately (crash recovery)"),
             Fault::Broker { broker, down } => {
-                let name = ["NATS", "Redis"].get(*broker).unwrap_or(&"a broker");
+                let name = ["NATS", "Redis", "Kafka", "RabbitMQ"].get(*broker).unwrap_or(&"a broker");
                 write!(f, "stop the {name} server, started again after {down:.1?}")
             }
         }
@@ -98,13 +98,15 @@ impl Fault {
 /// The faults of a run of `length`, with the quiet time before each, drawn from `seed`.
 ///
 /// The first faults are one of every kind (each broker's stop counted as a kind of its
-/// own) in a shuffled order, so that a short run still injects each; the rest are drawn
-/// by weight.
+/// own, and a kill of each server, so that every sink's lease changes hands at least once
+/// and its successor resumes from what was saved) in a shuffled order, so that a short run
+/// still injects each; the rest are drawn by weight.
 pub(crate) fn schedule(seed: u64, length: Duration, servers: usize, brokers: usize) -> Vec<(Duration, Fault)> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_fa17);
-    let mut first: Vec<Kind> = [Kind::Kill, Kind::Pause, Kind::Terminate, Kind::Cut, Kind::Stall, Kind::Delay]
+    let mut first: Vec<Kind> = [Kind::Pause, Kind::Terminate, Kind::Cut, Kind::Stall, Kind::Delay]
         .into_iter()
         .chain([Kind::Receiver, Kind::Restart])
+        .chain((0..servers).map(|server| Kind::Kill(Some(server))))
         .chain((0..brokers).map(Kind::Broker))
         .collect();
     first.shuffle(&mut rng);
@@ -112,7 +114,12 @@ pub(crate) fn schedule(seed: u64, length: Duration, servers: usize, brokers: usi
     let mut planned = Vec::new();
     let mut total = Duration::ZERO;
     loop {
-        let gap = Duration::from_millis(rng.random_range(2_000..6_000));
+        // The first round closer together, so that three minutes hold it.
+        let gap = Duration::from_millis(if first.is_empty() {
+            rng.random_range(2_000..6_000)
+        } else {
+            rng.random_range(1_000..3_000)
+        });
         let kind = first.pop().unwrap_or_else(|| Kind::weighted(&mut rng, brokers));
         let fault = kind.draw(&mut rng, servers);
         total += gap + fault.length();
@@ -126,7 +133,8 @@ pub(crate) fn schedule(seed: u64, length: Duration, servers: usize, brokers: usi
 /// A kind of fault, before its details are drawn.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
-    Kill,
+    /// Of the server given, or of one drawn.
+    Kill(Option<usize>),
     Pause,
     Terminate,
     Cut,
@@ -143,7 +151,7 @@ impl Kind {
             12 => Kind::Restart,
             11 => Kind::Receiver,
             10 if brokers > 0 => Kind::Broker(rng.random_range(0..brokers)),
-            0 | 1 => Kind::Kill,
+            0 | 1 => Kind::Kill(None),
             2 => Kind::Pause,
             3 | 4 => Kind::Terminate,
             5 | 6 => Kind::Cut,
@@ -156,7 +164,10 @@ impl Kind {
         match self {
             Kind::Receiver => Fault::ReceiverFailing { lasting: millis(rng, 2_000..15_000) },
             Kind::Broker(broker) => Fault::Broker { broker, down: millis(rng, 5_000..25_000) },
-            Kind::Kill => Fault::Kill { server: rng.random_range(0..servers), down: millis(rng, 500..5_000) },
+            Kind::Kill(server) => Fault::Kill {
+                server: server.unwrap_or_else(|| rng.random_range(0..servers)),
+                down: millis(rng, 500..5_000),
+            },
             Kind::Pause => {
                 // One pause in three outlasts the sinks' 30 s lease.
                 let stopped = if rng.random_bool(0.33) { 31_000..40_000 } else { 1_000..10_000 };
@@ -298,15 +309,20 @@ mod tests {
     }
 
     #[test]
-    fn the_ci_profile_injects_every_kind_and_stops_each_broker() {
-        for seed in 0..50 {
-            let faults = schedule(seed, Duration::from_secs(180), 2, 2);
+    fn the_ci_profile_injects_every_kind_stops_each_broker_and_kills_each_server() {
+        for seed in 0..200 {
+            let faults = schedule(seed, Duration::from_secs(180), 2, 4);
             let kinds: std::collections::HashSet<&str> = faults.iter().map(|(_, fault)| fault.kind()).collect();
             assert_eq!(kinds.len(), 9, "seed {seed}: {kinds:?}");
-            for broker in 0..2 {
+            for broker in 0..4 {
                 let stopped =
                     faults.iter().any(|(_, fault)| matches!(fault, Fault::Broker { broker: b, .. } if *b == broker));
                 assert!(stopped, "seed {seed}: broker {broker} never stopped");
+            }
+            for server in 0..2 {
+                let killed =
+                    faults.iter().any(|(_, fault)| matches!(fault, Fault::Kill { server: s, .. } if *s == server));
+                assert!(killed, "seed {seed}: server {server} never killed");
             }
         }
     }

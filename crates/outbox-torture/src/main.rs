@@ -1,6 +1,7 @@
-//! `cargo xtask torture [--profile ci|long] [--seed N] [--minutes M]`: writers, readers and
-//! sinks against two real `outbox serve` processes while faults are injected, then a
-//! recorded history checked against the table (SPEC §10).
+//! `outbox-torture [--profile ci|long] [--seed N] [--minutes M] [--binary PATH]` (also
+//! `cargo xtask torture …`): writers, readers and sinks against two real `outbox serve`
+//! processes while faults are injected, then a recorded history checked against the table
+//! (SPEC §10).
 //!
 //! The run: a PostgreSQL cluster of its own (so that a fault may restart it), a database
 //! there migrated by `outbox migrate`; the fault [`proxy`] in front of it; two servers with
@@ -9,8 +10,9 @@
 //! `GET /events` pager, raw SSE clients, some filtered by type, and the Rust client's
 //! `watch`) reading from whichever server is up, and in-process subscribers of this
 //! process over the proxy; in each server a JSONL sink (one lease, one cursor, a file per
-//! process), a NATS sink and a Redis sink, to brokers of the run's own ([`brokers`]), read
-//! back at the end, and a webhook sink to the run's [`receiver`], which also takes the
+//! process), a NATS, a Redis, a Kafka and a RabbitMQ-stream sink, to brokers of the run's own
+//! (`outbox_services::Broker`: a `nats-server`, a `redis-server`, `outbox-kafka-mock` and a
+//! RabbitMQ node), read back at the end ([`brokers`]), and a webhook sink to the run's [`receiver`], which also takes the
 //! deliveries of a webhook subscription the tenant makes; and a watch of the [`leases`].
 //! For the profile's length, [`faults`] drawn from the seed are injected and healed one
 //! after the other. Then the writers stop, every consumer drains until it caught up with
@@ -37,18 +39,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::ValueEnum;
+use clap::{Parser, ValueEnum};
 use outbox_core::Position;
 use outbox_pg::embedded::EmbeddedPostgres;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use self::brokers::Broker;
 use self::checker::{Consumer, Delivery, Received, Report, Row, Session, Writes};
 use self::consumers::Recorder;
 use self::faults::Targets;
 use self::receiver::Receiver;
 use self::services::{Database, OTHER_TENANT, Ports, Server, ServerSetup, TENANT};
+use outbox_services::Broker;
 
 /// How long and how hard a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -91,12 +93,24 @@ impl Profile {
 }
 
 /// The run's options.
-pub(crate) struct Options {
-    pub(crate) profile: Profile,
-    pub(crate) seed: Option<u64>,
-    pub(crate) minutes: Option<f64>,
-    /// The `outbox` binary to run; `None`: `OUTBOX_BIN`, or built ([`build_outbox`]).
-    pub(crate) binary: Option<PathBuf>,
+#[derive(Parser)]
+#[command(
+    name = "outbox-torture",
+    about = "Writers, readers and every kind of sink against two real servers under seeded faults; the history checked"
+)]
+struct Options {
+    /// `ci` (a few minutes) or `long` (half an hour).
+    #[arg(long, value_enum, default_value = "ci")]
+    profile: Profile,
+    /// The seed of the faults and the writers (random when absent; printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// How long faults are injected, in minutes (default: the profile's).
+    #[arg(long)]
+    minutes: Option<f64>,
+    /// The `outbox` binary to run (default: `OUTBOX_BIN`, or built into `<target>/torture`).
+    #[arg(long)]
+    binary: Option<PathBuf>,
 }
 
 /// How many servers run.
@@ -107,21 +121,34 @@ const SERVERS: usize = 2;
 const HTTP_WRITERS: usize = 4;
 
 /// The sinks every server runs: `archive` (JSONL: one lease and cursor, each process
-/// appending to its own file), `bus` (NATS), `feed` (Redis) and `hooks` (webhook).
-const SINK_IDS: [&str; 4] = ["archive", "bus", "feed", "hooks"];
+/// appending to its own file), `bus` (NATS), `feed` (Redis), `hooks` (webhook), `log` (Kafka)
+/// and `stream` (RabbitMQ streams).
+const SINK_IDS: [&str; 6] = ["archive", "bus", "feed", "hooks", "log", "stream"];
 
 /// The webhook sink's signing secret (the SPEC's example).
 const WEBHOOK_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// How many brokers run (NATS, Redis).
-const BROKERS: usize = 2;
+/// How many brokers run: NATS, Redis, Kafka, RabbitMQ, in [`start_brokers`]'s order.
+const BROKERS: usize = 4;
+
+/// The Kafka topic and the RabbitMQ stream the sinks write.
+const TOPIC: &str = "torture";
 
 /// How long a drain waits, at most, after the last event any consumer received: longer than
 /// a sink's lease (30 s), so that a sink whose holder died is taken over.
 const DRAIN_QUIET: Duration = Duration::from_secs(45);
 
-/// `cargo xtask torture`.
-pub(crate) fn run(options: Options) -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run(Options::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("outbox-torture: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(options: Options) -> anyhow::Result<()> {
     let seed = options.seed.unwrap_or_else(|| u64::from(rand::random::<u32>()));
     let minutes = options.minutes.unwrap_or(options.profile.minutes());
     let length = Duration::from_secs_f64(minutes * 60.0);
@@ -133,10 +160,11 @@ pub(crate) fn run(options: Options) -> anyhow::Result<()> {
         None => build_outbox()?,
     };
     let mut postgres = services::cluster()?;
-    let dir = crate::services::target_dir()?.join("torture-runs").join(seed.to_string());
+    let dir = outbox_services::target_dir()?.join("torture-runs").join(seed.to_string());
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let report = crate::runtime()?.block_on(run_with(&binary, &mut postgres, &dir, seed, options.profile, length))?;
+    let report =
+        outbox_services::runtime()?.block_on(run_with(&binary, &mut postgres, &dir, seed, options.profile, length))?;
     print!("{}", report.summary(50));
     println!("torture: history in {}", dir.display());
     if !report.passed() {
@@ -159,9 +187,9 @@ fn build_outbox() -> anyhow::Result<PathBuf> {
         println!("torture: running {}", binary.display());
         return Ok(binary);
     }
-    let target = crate::services::target_dir()?.join("torture");
+    let target = outbox_services::target_dir()?.join("torture");
     println!("torture: building the outbox binary into {}", target.display());
-    let status = std::process::Command::new(crate::services::cargo())
+    let status = std::process::Command::new(outbox_services::cargo())
         .args(["build", "--quiet", "--package", "outbox-server", "--bin", "outbox", "--target-dir"])
         .arg(&target)
         .status()
@@ -186,9 +214,7 @@ async fn run_with(
     let upstream = pg_address(&database.direct_url)?;
     let proxy = proxy::Proxy::start(upstream).await?;
     let proxied = services::through(&database.direct_url, proxy.addr().port());
-    let mut brokers = tokio::task::block_in_place(|| -> anyhow::Result<Vec<Broker>> {
-        Ok(vec![Broker::nats(dir)?, Broker::redis(dir)?])
-    })?;
+    let mut brokers = tokio::task::block_in_place(|| start_brokers(dir))?;
     let subscription = Recorder::from_now("webhook subscription", Some(TENANT), &[], Delivery::Interleaved);
     let receiver = Receiver::start(subscription.clone()).await?;
     let setup = ServerSetup {
@@ -296,12 +322,19 @@ async fn run_with(
     consumers.push(sink_record(dir)?);
     let hooks = Consumer::redelivered("sink hooks (webhook receiver)", receiver.record());
     consumers.push(Consumer { delivery: Delivery::Interleaved, ..hooks });
-    let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url()).await?;
+    let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url).await?;
     consumers.push(read_back("sink bus (nats, read back)", nats));
-    let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url(), &[TENANT, OTHER_TENANT]).await?;
+    let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url, &[TENANT, OTHER_TENANT]).await?;
     consumers.push(read_back("sink feed (redis, read back)", redis));
+    let rabbitmq = brokers::rabbitmq_read_back(&brokers[3].url, TOPIC).await?;
+    consumers.push(read_back("sink stream (rabbitmq, read back)", rabbitmq));
+    let kafka = tokio::task::block_in_place(|| brokers::kafka_read_back(&brokers[2].url, TOPIC))?;
     keep_history(dir, &truth, &writes, &consumers)?;
     let mut report = checker::check(&truth, &writes, &consumers);
+    let (tally, violations) = checker::check_partitioned("sink log (kafka, read back)", &truth, &writes, &kafka);
+    report.tallies.push(tally);
+    report.violations.extend(violations);
+
     if nats_wrong > 0 {
         report.violations.push(format!("nats: {nats_wrong} messages whose Nats-Msg-Id is not their event's id"));
     }
@@ -473,8 +506,22 @@ async fn report_dead_letters(admin: &sqlx::PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `[[sinks]]` of every server: JSONL to a file of its own, NATS and Redis to the run's
-/// brokers, webhook to the run's receiver.
+/// The run's brokers, in the order of the faults' broker numbers: NATS, Redis, Kafka, RabbitMQ.
+fn start_brokers(dir: &Path) -> anyhow::Result<Vec<Broker>> {
+    let kafka_mock = outbox_services::brokers::kafka_mock_binary()?;
+    let brokers = vec![
+        Broker::nats_server(dir)?,
+        Broker::redis_server(dir, true)?,
+        Broker::kafka_mock(&kafka_mock, dir)?,
+        Broker::rabbitmq_node(dir)?,
+    ];
+    let listed: Vec<String> = brokers.iter().map(|broker| format!("{} {}", broker.name, broker.url)).collect();
+    println!("torture: brokers of its own: {}", listed.join(", "));
+    Ok(brokers)
+}
+
+/// The `[[sinks]]` of every server: JSONL to a file of its own, NATS, Redis, Kafka and
+/// RabbitMQ to the run's brokers, webhook to the run's receiver.
 fn sinks_config(dir: &Path, brokers: &[Broker], receiver: &Receiver) -> String {
     format!(
         "[[sinks]]\nid = \"{jsonl}\"\nkind = \"jsonl\"\npath = \"{dir}/sink-{{server}}.jsonl\"\nbatch = 50\n\n\
@@ -482,15 +529,21 @@ fn sinks_config(dir: &Path, brokers: &[Broker], receiver: &Receiver) -> String {
          stream = \"{stream}\"\nbatch = 50\n\n\
          [[sinks]]\nid = \"{redis}\"\nkind = \"redis\"\nurl = \"{redis_url}\"\nkey = \"torture:{{tenantId}}\"\nbatch = 50\n\n\
          [[sinks]]\nid = \"{webhook}\"\nkind = \"webhook\"\nurl = \"{hook_url}\"\nsecret = \"{WEBHOOK_SECRET}\"\n\
-         batch = 50\n",
+         batch = 50\n\n\
+         [[sinks]]\nid = \"{kafka}\"\nkind = \"kafka\"\nbrokers = \"{kafka_url}\"\ntopic = \"{TOPIC}\"\nbatch = 50\n\n\
+         [[sinks]]\nid = \"{rabbitmq}\"\nkind = \"rabbitmq\"\nurl = \"{rabbitmq_url}\"\nstream = \"{TOPIC}\"\nbatch = 50\n",
         jsonl = SINK_IDS[0],
+        kafka = SINK_IDS[4],
+        rabbitmq = SINK_IDS[5],
+        kafka_url = brokers[2].url,
+        rabbitmq_url = brokers[3].url,
         webhook = SINK_IDS[3],
         hook_url = receiver.url,
         nats = SINK_IDS[1],
         redis = SINK_IDS[2],
         dir = dir.display(),
-        nats_url = brokers[0].url(),
-        redis_url = brokers[1].url(),
+        nats_url = brokers[0].url,
+        redis_url = brokers[1].url,
         stream = brokers::NATS_STREAM,
     )
 }

@@ -18,7 +18,7 @@ use outbox_pg::embedded::{EmbeddedOptions, EmbeddedPostgres, find_bindir};
 use parking_lot::Mutex;
 use sha2::Digest;
 
-use crate::outbox_process::{listening_port, serve_args};
+use outbox_services::serve::{listening_port, serve_args};
 
 /// The tenant whose events the consumers read; writers also write another one's.
 pub(crate) const TENANT: &str = "torture";
@@ -39,7 +39,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// restart keeps every acknowledged commit.
 pub(crate) fn cluster() -> anyhow::Result<EmbeddedPostgres> {
     if find_bindir().is_err() {
-        crate::services::install_debian_package("postgresql", "initdb and pg_ctl")?;
+        outbox_services::install_debian_package("postgresql", "initdb and pg_ctl")?;
     }
     let cluster = EmbeddedPostgres::start(EmbeddedOptions::throwaway().stop_with_process())
         .context("starting the torture run's PostgreSQL cluster")?;
@@ -72,7 +72,7 @@ impl Database {
             .execute(&admin)
             .await?;
         admin.close().await;
-        let direct_url = crate::outbox_process::database_url(admin_url, &name);
+        let direct_url = outbox_services::serve::database_url(admin_url, &name);
         let output = Command::new(binary)
             .arg("migrate")
             .env("DATABASE_URL", &direct_url)

@@ -26,11 +26,20 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// Workspace packages that run statements of their own: the SQL crate; the tools that
-/// migrate, explain, measure and test the database (`xtask`, the end-to-end tests); and the
+/// migrate, explain, measure and test the database (`xtask`, the services launcher, the
+/// benchmarks, the torture run, the end-to-end tests); and the
 /// example hosts, applications whose own tables' SQL stands beside `publish` in their
 /// transactions, as every host's does.
-pub(super) const STATEMENT_OWNERS: &[&str] =
-    &["outbox-pg", "xtask", "outbox-e2e", "outbox-example-reservations", "outbox-example-axum"];
+pub(super) const STATEMENT_OWNERS: &[&str] = &[
+    "outbox-pg",
+    "xtask",
+    "outbox-e2e",
+    "outbox-services",
+    "outbox-bench",
+    "outbox-torture",
+    "outbox-example-reservations",
+    "outbox-example-axum",
+];
 
 /// Sources that still run statements of their own, each with the change that ends it. An
 /// entry that no longer excuses anything fails the check as well, so the list only shrinks.

@@ -1,11 +1,42 @@
 //! The migration runner against a real database: concurrency, drift, failure, unknown rows.
 
+use std::path::Path;
+
 use outbox_pg::Error;
 use outbox_pg::migrate::{Migration, Migrator, core_migrations};
 use outbox_pg::testkit::TestDb;
 
 async fn ledger(db: &TestDb) -> Vec<String> {
     sqlx::query_scalar("SELECT name FROM compute_migrations ORDER BY name").fetch_all(&db.pool).await.unwrap()
+}
+
+/// The names of `migrations`, in their order.
+fn names(migrations: &[Migration]) -> Vec<String> {
+    migrations.iter().map(|m| m.name.to_string()).collect()
+}
+
+/// `core/<stem>` for each `.sql` file in `migrations/core/`, in file-name order.
+fn core_files_on_disk() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/core");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+        .map(|path| format!("core/{}", path.file_stem().unwrap().to_str().unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The runner's list is the one place migrations are named: it must hold every file of
+/// `migrations/core/`, each once, in the order of their numbers.
+#[test]
+fn the_runner_embeds_every_core_migration_file_in_order() {
+    let embedded = names(&core_migrations());
+    let files = core_files_on_disk();
+    assert_eq!(embedded.len(), files.len(), "one embedded migration per file: {embedded:?} against {files:?}");
+    assert_eq!(embedded, files);
+    assert_eq!(names(Migrator::new().migrations()), embedded, "Migrator::new() runs core's migrations");
 }
 
 fn app_migrations() -> Vec<Migration> {
@@ -22,7 +53,7 @@ async fn concurrent_migrators_apply_each_migration_once() {
     let runs = futures_join(&db, &migrator, 6).await;
     let mut applied: Vec<String> = runs.iter().flat_map(|r| r.applied.clone()).collect();
     applied.sort();
-    let mut expected: Vec<String> = migrator.migrations().iter().map(|m| m.name.to_string()).collect();
+    let mut expected = names(migrator.migrations());
     expected.sort();
     assert_eq!(applied, expected, "every migration applied by exactly one of the runs");
     assert_eq!(ledger(&db).await, expected);
@@ -80,27 +111,14 @@ async fn dry_run_lists_pending_and_status_reports_unknown_rows() {
     let db = TestDb::empty().await;
     let migrator = Migrator::new().register(app_migrations());
     let pending = migrator.pending(&db.pool).await.unwrap();
-    assert_eq!(
-        pending,
-        [
-            "core/0001_clock",
-            "core/0002_base",
-            "core/0009_runtime",
-            "core/0010_sink_health",
-            "core/0011_clock_cached",
-            "core/0012_webhooks",
-            "core/0014_sql_publishing",
-            "core/0015_position_key",
-            "core/0016_payload_time",
-            "core/0017_cursor_ordinals",
-            "core/0018_subject_functions_inlined",
-            "core/0019_publish_many_checks",
-            "app/0001_init",
-            "app/0002_more"
-        ]
-    );
+    // Everything, core's migrations first (every file of migrations/core/), then the app's.
+    let expected = [core_files_on_disk(), names(&app_migrations())].concat();
+    assert_eq!(pending, expected);
     assert!(!ledger_exists(&db).await, "a dry run creates nothing");
     migrator.run(&db.pool).await.unwrap();
+    let mut recorded = expected.clone();
+    recorded.sort();
+    assert_eq!(ledger(&db).await, recorded, "the ledger records every migration the dry run listed");
     let status = Migrator::new().status(&db.pool).await.unwrap();
     assert_eq!(status.unknown, ["app/0001_init", "app/0002_more"]);
     assert!(status.pending.is_empty() && status.drifted.is_empty());
