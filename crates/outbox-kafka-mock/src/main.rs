@@ -15,8 +15,10 @@
 //! be restarted without losing what it stored. At the end of the input it keeps running.
 //!
 //! Topics are created on first use with librdkafka's mock default of 4 partitions, replicated
-//! on up to 3 of the `--brokers` (default 1). The mock keeps what it is sent in memory; it has
-//! no retention.
+//! on up to 3 of the `--brokers` (default 1). The mock keeps what it is sent in memory, at most
+//! 5 MiB or 100,000 batches per partition (librdkafka's fixed limits): beyond that it drops a
+//! partition's oldest batches, so a long run's topic is read while it is written (the torture
+//! run follows it from the start).
 //!
 //! **Invariant:** a test tool: no library of the workspace depends on it.
 

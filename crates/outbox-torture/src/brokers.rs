@@ -1,6 +1,8 @@
 //! The read-back of what the servers' broker sinks stored in the run's own brokers
 //! (`outbox_services::Broker`, which the faults stop and start again).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -138,9 +140,39 @@ pub(crate) struct Keyed {
     pub(crate) received: Received,
 }
 
-/// Every record of the Kafka topic `topic`, each partition read from its start to its high
-/// watermark, in partition order then offset order.
-pub(crate) fn kafka_read_back(bootstrap: &str, topic: &str) -> anyhow::Result<Vec<Keyed>> {
+/// A consumer of the Kafka topic the sink writes, reading from its start while the run goes
+/// on: librdkafka's mock broker keeps at most 5 MiB (or 100,000 batches) per partition and
+/// drops the oldest beyond, so a long run's topic cannot be read back at the end.
+pub(crate) struct KafkaFollower {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<anyhow::Result<KafkaRecord>>,
+}
+
+/// What a [`KafkaFollower`] read: every record, in partition order then offset order, and
+/// the offsets it never saw (pruned by the broker before it read them: those events cannot
+/// be checked, and the run fails).
+pub(crate) struct KafkaRecord {
+    pub(crate) records: Vec<Keyed>,
+    pub(crate) skipped: i64,
+}
+
+impl KafkaFollower {
+    /// Starts following `topic` at `bootstrap` (waiting for the sink to create it).
+    pub(crate) fn start(bootstrap: &str, topic: &str) -> KafkaFollower {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bootstrap, topic, stopping) = (bootstrap.to_owned(), topic.to_owned(), stop.clone());
+        let thread = std::thread::spawn(move || follow(&bootstrap, &topic, &stopping));
+        KafkaFollower { stop, thread }
+    }
+
+    /// Reads on until every partition's high watermark (the sinks have drained), then stops.
+    pub(crate) fn finish(self) -> anyhow::Result<KafkaRecord> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().map_err(|_| anyhow::anyhow!("the Kafka follower panicked"))?
+    }
+}
+
+fn follow(bootstrap: &str, topic: &str, stop: &AtomicBool) -> anyhow::Result<KafkaRecord> {
     use rdkafka::Message;
     use rdkafka::config::ClientConfig;
     use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -148,34 +180,55 @@ pub(crate) fn kafka_read_back(bootstrap: &str, topic: &str) -> anyhow::Result<Ve
 
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("torture-read-back-{}", std::process::id()))
+        .set("group.id", format!("torture-follower-{}", std::process::id()))
         .set("enable.auto.commit", "false")
         .create()?;
-    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
-    let Some(described) = metadata.topics().first().filter(|t| t.error().is_none()) else { return Ok(Vec::new()) };
+    // The topic exists once the sink first produced to it.
+    let partitions = loop {
+        let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(5));
+        let count = metadata
+            .ok()
+            .and_then(|m| m.topics().first().filter(|t| t.error().is_none()).map(|t| t.partitions().len()));
+        match count {
+            Some(count) if count > 0 => break i32::try_from(count)?,
+            _ if stop.load(Ordering::SeqCst) => return Ok(KafkaRecord { records: Vec::new(), skipped: 0 }),
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
     let mut assignment = TopicPartitionList::new();
-    let mut remaining = 0usize;
-    for partition in described.partitions() {
-        let (low, high) = consumer.fetch_watermarks(topic, partition.id(), Duration::from_secs(10))?;
-        remaining += usize::try_from(high - low).unwrap_or(0);
-        assignment.add_partition_offset(topic, partition.id(), Offset::Beginning)?;
+    for partition in 0..partitions {
+        assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
     }
     consumer.assign(&assignment)?;
-    let mut records = Vec::with_capacity(remaining);
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while records.len() < remaining {
-        if std::time::Instant::now() > deadline {
-            anyhow::bail!("the Kafka read-back stalled: {} of {remaining} records after 120 s", records.len());
+    let mut next = vec![0i64; usize::try_from(partitions)?];
+    let mut record = KafkaRecord { records: Vec::new(), skipped: 0 };
+    let mut ends: Option<(Vec<i64>, std::time::Instant)> = None;
+    loop {
+        if let Some((high, since)) = &ends {
+            if next.iter().zip(high).all(|(next, high)| next >= high) {
+                break;
+            }
+            if since.elapsed() > Duration::from_secs(120) {
+                anyhow::bail!("the Kafka follower stalled: offsets {next:?}, the ends {high:?}");
+            }
+        } else if stop.load(Ordering::SeqCst) {
+            let high = (0..partitions)
+                .map(|p| consumer.fetch_watermarks(topic, p, Duration::from_secs(10)).map(|(_, high)| high))
+                .collect::<Result<Vec<_>, _>>()?;
+            ends = Some((high, std::time::Instant::now()));
         }
-        let Some(message) = consumer.poll(Duration::from_millis(200)) else { continue };
-        let message = message?;
+        // Errors (a broker down) are librdkafka's to recover from; it reconnects by itself.
+        let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) else { continue };
+        let slot = usize::try_from(message.partition())?;
+        record.skipped += message.offset() - next[slot];
+        next[slot] = message.offset() + 1;
         let stored: Stored = serde_json::from_slice(message.payload().unwrap_or_default())?;
-        records.push(Keyed {
+        record.records.push(Keyed {
             partition: message.partition(),
             key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
             received: Received { id: stored.id, position: stored.sequence },
         });
     }
-    records.sort_by_key(|record| record.partition);
-    Ok(records)
+    record.records.sort_by_key(|keyed| keyed.partition);
+    Ok(record)
 }

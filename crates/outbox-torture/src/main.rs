@@ -208,13 +208,48 @@ async fn run_with(
     profile: Profile,
     length: Duration,
 ) -> anyhow::Result<Report> {
-    let database = Database::create(&postgres.url(), seed, binary).await?;
+    let mut run = set_up(binary, &postgres.url(), dir, seed).await?;
+    let (writing, reading) = start_load(&run, seed, profile).await?;
+    inject(&mut run, postgres, &reading.recorders, seed, length).await?;
+    let (truth, writes, mut violations) = stop_writing(&run, writing).await?;
+    drain(&truth, &reading.recorders, &run.admin).await;
+    let recorders = reading.recorders.clone();
+    violations.extend(stop_reading(&mut run, reading).await?);
+    let report = check(&mut run, dir, &truth, &writes, &recorders, violations).await?;
+    report_dead_letters(&run.admin).await?;
+    run.admin.close().await;
+    if report.passed() {
+        run.database.drop_database().await?;
+    }
+    Ok(report)
+}
+
+/// What a run starts before the load: its database behind the fault proxy, its brokers (the
+/// Kafka topic followed from the start), the webhook receiver and the servers.
+struct Run {
+    database: Database,
+    /// Straight to the database, not through the proxy.
+    admin: sqlx::PgPool,
+    proxy: proxy::Proxy,
+    /// The database's URL through the proxy.
+    proxied: String,
+    brokers: Vec<Broker>,
+    kafka: Option<brokers::KafkaFollower>,
+    receiver: Receiver,
+    /// The webhook subscription's record, which the receiver fills.
+    subscription: Arc<Recorder>,
+    servers: Vec<Server>,
+    ports: Ports,
+}
+
+async fn set_up(binary: &Path, postgres_url: &str, dir: &Path, seed: u64) -> anyhow::Result<Run> {
+    let database = Database::create(postgres_url, seed, binary).await?;
     let admin = sqlx::PgPool::connect(&database.direct_url).await?;
     sqlx::query(writers::SIDE_TABLE).execute(&admin).await?;
-    let upstream = pg_address(&database.direct_url)?;
-    let proxy = proxy::Proxy::start(upstream).await?;
+    let proxy = proxy::Proxy::start(pg_address(&database.direct_url)?).await?;
     let proxied = services::through(&database.direct_url, proxy.addr().port());
-    let mut brokers = tokio::task::block_in_place(|| start_brokers(dir))?;
+    let brokers = tokio::task::block_in_place(|| start_brokers(dir))?;
+    let kafka = Some(brokers::KafkaFollower::start(&brokers[2].url, TOPIC));
     let subscription = Recorder::from_now("webhook subscription", Some(TENANT), &[], Delivery::Interleaved);
     let receiver = Receiver::start(subscription.clone()).await?;
     let setup = ServerSetup {
@@ -223,63 +258,96 @@ async fn run_with(
         database_url: proxied.clone(),
         sinks: sinks_config(dir, &brokers, &receiver),
     };
-    let mut servers = tokio::task::block_in_place(|| {
+    let servers = tokio::task::block_in_place(|| {
         (0..SERVERS).map(|number| Server::start(number, &setup)).collect::<anyhow::Result<Vec<_>>>()
     })?;
     let ports: Ports = Arc::new(Mutex::new(servers.iter().map(Server::port).collect()));
     println!("torture: {SERVERS} servers up, the database through the proxy at {}", proxy.addr());
+    Ok(Run { database, admin, proxy, proxied, brokers, kafka, receiver, subscription, servers, ports })
+}
 
+/// The writers, running.
+struct Writing {
+    stop: Arc<AtomicBool>,
+    writing: tokio::task::JoinHandle<anyhow::Result<Writes>>,
+    http_writing: tokio::task::JoinHandle<anyhow::Result<writers::HttpWrites>>,
+}
+
+/// The readers, subscribers and the lease watch, running.
+struct Reading {
+    stop_readers: Arc<AtomicBool>,
+    recorders: Vec<Arc<Recorder>>,
+    pages: Arc<Mutex<Vec<consumers::PageSeen>>>,
+    subscriptions: Vec<outbox_workers::Subscription>,
+    stop_watch: Arc<AtomicBool>,
+    watching: tokio::task::JoinHandle<leases::Watched>,
+}
+
+async fn start_load(run: &Run, seed: u64, profile: Profile) -> anyhow::Result<(Writing, Reading)> {
     let stop_writers = Arc::new(AtomicBool::new(false));
-    let writing = tokio::spawn(writers::run(proxied.clone(), profile.writers(), seed, stop_writers.clone()));
-    let http_writing = tokio::spawn(writers::run_http(ports.clone(), HTTP_WRITERS, seed, stop_writers.clone()));
+    let writing = tokio::spawn(writers::run(run.proxied.clone(), profile.writers(), seed, stop_writers.clone()));
+    let http_writing = tokio::spawn(writers::run_http(run.ports.clone(), HTTP_WRITERS, seed, stop_writers.clone()));
     let stop_readers = Arc::new(AtomicBool::new(false));
-    let balancer = consumers::balancer(ports.clone(), seed).await?;
-    let base = format!("http://{balancer}");
-    let (mut recorders, pages) = start_consumers(&ports, &base, seed, &stop_readers);
+    let base = format!("http://{}", consumers::balancer(run.ports.clone(), seed).await?);
+    let (mut recorders, pages) = start_consumers(&run.ports, &base, seed, &stop_readers);
     let in_process: Vec<(Arc<Recorder>, &str)> = vec![
         (Recorder::from_now("subscriber *", None, &[], Delivery::Exact), "*"),
         (Recorder::from_now("subscriber pool.*", None, &["pool.*"], Delivery::Exact), "pool.*"),
     ];
-    let subscriptions = consumers::subscribers(&proxied, &in_process).await?;
+    let subscriptions = consumers::subscribers(&run.proxied, &in_process).await?;
     recorders.extend(in_process.iter().map(|(recorder, _)| recorder.clone()));
-    create_subscription(&base, &receiver).await?;
-    subscription.open(None);
-    recorders.push(subscription);
+    create_subscription(&base, &run.receiver).await?;
+    run.subscription.open(None);
+    recorders.push(run.subscription.clone());
     let stop_watch = Arc::new(AtomicBool::new(false));
-    let watching = tokio::spawn(leases::watch(admin.clone(), stop_watch.clone()));
+    let watching = tokio::spawn(leases::watch(run.admin.clone(), stop_watch.clone()));
+    let writing = Writing { stop: stop_writers, writing, http_writing };
+    Ok((writing, Reading { stop_readers, recorders, pages, subscriptions, stop_watch, watching }))
+}
 
+/// The profile's length of faults from the seed's schedule, each healed before the next;
+/// everything healed at the end.
+async fn inject(
+    run: &mut Run,
+    postgres: &mut EmbeddedPostgres,
+    recorders: &[Arc<Recorder>],
+    seed: u64,
+    length: Duration,
+) -> anyhow::Result<()> {
     let started = Instant::now();
-    let progress = tokio::spawn(report_progress(recorders.clone(), proxy.clone(), started));
+    let progress = tokio::spawn(report_progress(recorders.to_vec(), run.proxy.clone(), started));
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-    {
-        let mut targets = Targets {
-            servers: &mut servers,
-            brokers: &mut brokers,
-            receiver: &receiver,
-            ports: &ports,
-            proxy: &proxy,
-            admin: &admin,
-            database: &database.name,
-            postgres,
-            started,
-        };
-        for (gap, fault) in faults::schedule(seed, length, SERVERS, BROKERS) {
-            tokio::time::sleep(gap).await;
-            targets.inject(&fault).await?;
-            *counts.entry(fault.kind()).or_default() += 1;
-        }
-        let left = length.saturating_sub(started.elapsed());
-        tokio::time::sleep(left).await;
-        targets.heal()?;
+    let mut targets = Targets {
+        servers: &mut run.servers,
+        brokers: &mut run.brokers,
+        receiver: &run.receiver,
+        ports: &run.ports,
+        proxy: &run.proxy,
+        admin: &run.admin,
+        database: &run.database.name,
+        postgres,
+        started,
+    };
+    for (gap, fault) in faults::schedule(seed, length, SERVERS, BROKERS) {
+        tokio::time::sleep(gap).await;
+        targets.inject(&fault).await?;
+        *counts.entry(fault.kind()).or_default() += 1;
     }
+    tokio::time::sleep(length.saturating_sub(started.elapsed())).await;
+    targets.heal()?;
     progress.abort();
     let counted: Vec<String> = counts.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
     println!("torture: faults injected: {}", counted.join(", "));
+    Ok(())
+}
 
-    stop_writers.store(true, Ordering::SeqCst);
-    let mut writes = writing.await??;
-    let http = http_writing.await??;
-    let resolved = writers::resolve_tokens(&admin, &http.unknown_tokens).await?;
+/// Stops the writers and reads the truth: the table in `(txid, seq)` order, and what the
+/// writers attempted, with the outcomes of unanswered `POST /events` resolved from it.
+async fn stop_writing(run: &Run, writing: Writing) -> anyhow::Result<(Vec<Row>, Writes, Vec<String>)> {
+    writing.stop.store(true, Ordering::SeqCst);
+    let mut writes = writing.writing.await??;
+    let http = writing.http_writing.await??;
+    let resolved = writers::resolve_tokens(&run.admin, &http.unknown_tokens).await?;
     println!(
         "torture: POST /events: {} events acknowledged, {} whose answer never came ({} of them stored), {} refusals",
         http.writes.committed.len(),
@@ -290,7 +358,7 @@ async fn run_with(
     writes.committed.extend(http.writes.committed.iter().cloned());
     writes.unknown.extend(resolved);
     println!("torture: writers stopped; draining");
-    let truth = read_truth(&admin).await?;
+    let truth = read_truth(&run.admin).await?;
     let stored: std::collections::HashSet<&str> = truth.iter().map(|row| row.id.as_str()).collect();
     println!(
         "torture: writers: {} events committed, {} rolled back, {} of unknown outcome ({} stored); \
@@ -301,56 +369,70 @@ async fn run_with(
         writes.unknown.iter().filter(|id| stored.contains(id.as_str())).count(),
         writes.killed
     );
-    drain(&truth, &recorders, &admin).await;
-    stop_readers.store(true, Ordering::SeqCst);
-    stop_watch.store(true, Ordering::SeqCst);
-    drop(subscriptions);
-    let watched = watching.await?;
+    let mut violations = Vec::new();
+    if http.refused > 0 {
+        violations.push(format!("POST /events: {} valid publishes refused with a 4xx", http.refused));
+    }
+    Ok((truth, writes, violations))
+}
+
+/// Stops the readers and the lease watch, reads the pager's pages again, and stops the
+/// servers; returns the watch's and the pages' violations.
+async fn stop_reading(run: &mut Run, reading: Reading) -> anyhow::Result<Vec<String>> {
+    reading.stop_readers.store(true, Ordering::SeqCst);
+    reading.stop_watch.store(true, Ordering::SeqCst);
+    drop(reading.subscriptions);
+    let watched = reading.watching.await?;
     println!("torture: {}", watched.line());
-    let pages = pages.lock().clone();
-    let pages_differ = consumers::reread_pages(&pages, &ports).await?;
+    let pages = reading.pages.lock().clone();
+    let pages_differ = consumers::reread_pages(&pages, &run.ports).await?;
     println!(
         "torture: history: {} pages read during the faults read again: {} differ",
         pages.len(),
         pages_differ.len()
     );
-    for server in &mut servers {
+    for server in &mut run.servers {
         tokio::task::block_in_place(|| server.stop());
     }
+    Ok(watched.violations.into_iter().chain(pages_differ).collect())
+}
 
-    let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take_for_check(&truth)).collect();
+/// Every consumer's record (the brokers' read back) checked against the truth, and kept.
+async fn check(
+    run: &mut Run,
+    dir: &Path,
+    truth: &[Row],
+    writes: &Writes,
+    recorders: &[Arc<Recorder>],
+    violations: Vec<String>,
+) -> anyhow::Result<Report> {
+    let mut consumers: Vec<Consumer> = recorders.iter().map(|recorder| recorder.take_for_check(truth)).collect();
     consumers.push(sink_record(dir)?);
-    let hooks = Consumer::redelivered("sink hooks (webhook receiver)", receiver.record());
+    let hooks = Consumer::redelivered("sink hooks (webhook receiver)", run.receiver.record());
     consumers.push(Consumer { delivery: Delivery::Interleaved, ..hooks });
-    let (nats, nats_wrong) = brokers::nats_read_back(&brokers[0].url).await?;
+    let (nats, nats_wrong) = brokers::nats_read_back(&run.brokers[0].url).await?;
     consumers.push(read_back("sink bus (nats, read back)", nats));
-    let (redis, redis_wrong) = brokers::redis_read_back(&brokers[1].url, &[TENANT, OTHER_TENANT]).await?;
+    let (redis, redis_wrong) = brokers::redis_read_back(&run.brokers[1].url, &[TENANT, OTHER_TENANT]).await?;
     consumers.push(read_back("sink feed (redis, read back)", redis));
-    let rabbitmq = brokers::rabbitmq_read_back(&brokers[3].url, TOPIC).await?;
+    let rabbitmq = brokers::rabbitmq_read_back(&run.brokers[3].url, TOPIC).await?;
     consumers.push(read_back("sink stream (rabbitmq, read back)", rabbitmq));
-    let kafka = tokio::task::block_in_place(|| brokers::kafka_read_back(&brokers[2].url, TOPIC))?;
-    keep_history(dir, &truth, &writes, &consumers)?;
-    let mut report = checker::check(&truth, &writes, &consumers);
-    let (tally, violations) = checker::check_partitioned("sink log (kafka, read back)", &truth, &writes, &kafka);
+    let follower = run.kafka.take().context("the Kafka follower")?;
+    let kafka = tokio::task::block_in_place(|| follower.finish())?;
+    keep_history(dir, truth, writes, &consumers)?;
+    let mut report = checker::check(truth, writes, &consumers);
+    let (tally, kafka_violations) = checker::check_partitioned("sink log (kafka, read)", truth, writes, &kafka.records);
     report.tallies.push(tally);
-    report.violations.extend(violations);
-
+    report.violations.extend(kafka_violations);
+    if kafka.skipped > 0 {
+        report.violations.push(format!("kafka: {} offsets pruned by the broker before they were read", kafka.skipped));
+    }
     if nats_wrong > 0 {
         report.violations.push(format!("nats: {nats_wrong} messages whose Nats-Msg-Id is not their event's id"));
     }
     if redis_wrong > 0 {
         report.violations.push(format!("redis: {redis_wrong} entries whose id is not their event's position"));
     }
-    report.violations.extend(watched.violations);
-    report.violations.extend(pages_differ);
-    if http.refused > 0 {
-        report.violations.push(format!("POST /events: {} valid publishes refused with a 4xx", http.refused));
-    }
-    report_dead_letters(&admin).await?;
-    admin.close().await;
-    if report.passed() {
-        database.drop_database().await?;
-    }
+    report.violations.extend(violations);
     Ok(report)
 }
 
