@@ -72,44 +72,81 @@ pub(crate) fn run() -> anyhow::Result<()> {
 fn run_phases(phases: &mut Phases) -> anyhow::Result<()> {
     phases.time("format", || step("cargo fmt --check", &["fmt", "--all", "--", "--check"]))?;
     phases.time("tidy", tidy::run)?;
-    phases
-        .time("clippy", || step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    phases.time("build", || crate::test::build_all(&[]))?;
+    let debug = outbox_services::target_dir()?.join("debug");
+    // The torture run waits on its faults more than it computes: it runs beside the checks
+    // that compile (never beside the tests, whose deadlines it would crowd), from the
+    // binaries the build just made.
+    let torture = Torture::start(&debug)?;
+    if let Err(error) = phases.time("clippy, docs, layers, generated files, plans (torture beside)", checks) {
+        torture.stop();
+        return Err(error);
+    }
+    phases.time("torture, the rest of it", || torture.finish())?;
+    phases.time("tests", || crate::test::Services::bring_up()?.run_tests(&[]))?;
+    phases.time("tidy of the binaries", || tidy::undocumented_subcommands(&debug))
+}
+
+/// What checks the code without running it: clippy (the workspace, and outbox-workers
+/// without its default features, whose unit tests run too), the docs, the layers, the
+/// generated files and the read plans.
+fn checks() -> anyhow::Result<()> {
+    step("cargo clippy", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     // Inside the workspace every crate gets outbox-workers' default features; its build
     // without them (subscribers, jsonl) is linted and unit-tested on its own.
     let lean = ["-p", "outbox-workers", "--no-default-features", "--lib"];
-    phases.time("outbox-workers without its default features", || {
-        step(
-            "cargo clippy of outbox-workers without its default features",
-            &[&["clippy"], &lean[..], &["--", "-D", "warnings"]].concat(),
-        )?;
-        step("cargo test of outbox-workers without its default features", &[&["test"], &lean[..]].concat())
-    })?;
-    phases.time("docs", docs)?;
-    phases.time("layers", || {
-        check_layers()?;
-        eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
-        deny()
-    })?;
-    phases.time("generated files", || {
-        crate::codegen::run(true)?;
-        crate::schema::run(true)
-    })?;
-    phases.time("plans", || crate::explain::run(1_000_000))?;
-    phases.time("tests", || crate::test::run_tests(&[]))?;
-    // The binaries the tests' build just made, so that the torture run builds nothing.
-    let debug = outbox_services::target_dir()?.join("debug");
-    phases.time("tidy of the binaries", || tidy::undocumented_subcommands(&debug))?;
-    phases.time("torture", || {
-        let status = Command::new(debug.join("outbox-torture"))
+    step(
+        "cargo clippy of outbox-workers without its default features",
+        &[&["clippy"], &lean[..], &["--", "-D", "warnings"]].concat(),
+    )?;
+    step("cargo test of outbox-workers without its default features", &[&["test"], &lean[..]].concat())?;
+    docs()?;
+    check_layers()?;
+    eprintln!("xtask: the dependency graph keeps its layers, and SQL runs only in outbox-pg and the tools");
+    deny()?;
+    crate::codegen::run(true)?;
+    crate::schema::run(true)?;
+    crate::explain::run(1_000_000)
+}
+
+/// The torture run's `ci` profile in a process of its own, its output kept in a file and
+/// printed when it ends.
+struct Torture {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Torture {
+    fn start(debug: &std::path::Path) -> anyhow::Result<Torture> {
+        let log = debug.join("torture-ci.log");
+        let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        eprintln!("xtask: outbox-torture --profile ci, beside the checks (its output: {})", log.display());
+        let child = Command::new(debug.join("outbox-torture"))
             .args(["--profile", "ci", "--binary"])
             .arg(debug.join("outbox"))
-            .status()
-            .context("running outbox-torture")?;
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .context("starting outbox-torture")?;
+        Ok(Torture { child, log })
+    }
+
+    /// Ends the run early (a check failed).
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the run and prints what it printed.
+    fn finish(mut self) -> anyhow::Result<()> {
+        let status = self.child.wait().context("waiting for outbox-torture")?;
+        eprint!("{}", std::fs::read_to_string(&self.log).unwrap_or_default());
         if !status.success() {
             bail!("the torture run failed ({status})");
         }
         Ok(())
-    })
+    }
 }
 
 /// How long each phase of the run took, printed at its end (also when one fails).

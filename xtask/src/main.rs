@@ -104,8 +104,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Explain { rows } => explain::run(rows),
         Cmd::Codegen { check } => codegen::run(check),
         Cmd::Schema { check } => schema::run(check),
-        Cmd::Bench { args } => run_tool("outbox-bench", true, &args),
-        Cmd::Torture { args } => run_tool("outbox-torture", false, &args),
+        Cmd::Bench { args } => run_release("outbox-bench", &args),
+        Cmd::Torture { args } => torture(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -116,14 +116,35 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `cargo run -p <package> [--release] -- <args>`: a tool crate of the workspace, built and run.
-fn run_tool(package: &str, release: bool, args: &[String]) -> anyhow::Result<()> {
-    let mut command = Command::new(cargo());
-    command.args(["run", "--quiet", "--package", package]);
-    if release {
-        command.arg("--release");
+/// `outbox-torture <args>`, built (debug) in one build with the `outbox` binary and the Kafka
+/// mock it runs, given that `outbox` unless the arguments name one.
+fn torture(args: &[String]) -> anyhow::Result<()> {
+    let built = Command::new(cargo())
+        .args(["build", "--quiet", "-p", "outbox-torture", "-p", "outbox-server", "-p", "outbox-kafka-mock"])
+        .status()
+        .context("running cargo build")?;
+    if !built.success() {
+        bail!("building outbox-torture failed ({built})");
     }
-    let status = command.arg("--").args(args).status().with_context(|| format!("running {package}"))?;
+    let debug = outbox_services::target_dir()?.join("debug");
+    let mut command = Command::new(debug.join("outbox-torture"));
+    if !args.iter().any(|arg| arg == "--binary" || arg.starts_with("--binary=")) {
+        command.arg("--binary").arg(debug.join("outbox"));
+    }
+    let status = command.args(args).status().context("running outbox-torture")?;
+    if !status.success() {
+        bail!("outbox-torture failed ({status})");
+    }
+    Ok(())
+}
+
+/// `cargo run --release -p <package> -- <args>`: a tool crate of the workspace, built and run.
+fn run_release(package: &str, args: &[String]) -> anyhow::Result<()> {
+    let status = Command::new(cargo())
+        .args(["run", "--quiet", "--release", "--package", package, "--"])
+        .args(args)
+        .status()
+        .with_context(|| format!("running {package}"))?;
     if !status.success() {
         bail!("{package} failed ({status})");
     }

@@ -49,22 +49,31 @@ pub(crate) fn run(check: bool) -> anyhow::Result<()> {
     let path = workspace_root().join(OUTPUT);
     let fresh = generate()?;
     let current = std::fs::read_to_string(&path).ok();
-    if current.as_deref() == Some(fresh.as_str()) {
+    if check {
+        compare(current.as_deref(), &fresh)?;
         eprintln!("xtask: {OUTPUT} is current");
         return Ok(());
     }
-    if check {
-        let Some(current) = current else {
-            bail!("{OUTPUT} is missing: run `cargo xtask schema` and commit the file it writes");
-        };
+    if current.as_deref() != Some(fresh.as_str()) {
+        std::fs::write(&path, &fresh).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("xtask: wrote {}", path.display());
+    Ok(())
+}
+
+/// `Ok` when the checked-in file (`None`: missing) is the fresh one; otherwise what to do,
+/// with the difference.
+fn compare(current: Option<&str>, fresh: &str) -> anyhow::Result<()> {
+    let Some(current) = current else {
+        bail!("{OUTPUT} is missing: run `cargo xtask schema` and commit the file it writes");
+    };
+    if current != fresh {
         bail!(
             "{OUTPUT} differs from the schema the migrations make: run `cargo xtask schema` and commit the \
              result\n{}",
-            diff(&current, &fresh, &format!("{OUTPUT} (checked in)"), &format!("{OUTPUT} (from the migrations)"))
+            diff(current, fresh, &format!("{OUTPUT} (checked in)"), &format!("{OUTPUT} (from the migrations)"))
         );
     }
-    std::fs::write(&path, &fresh).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("xtask: wrote {}", path.display());
     Ok(())
 }
 
@@ -310,93 +319,10 @@ fn is_identifier_byte(byte: u8) -> bool {
 /// A unified-style line diff of `old` and `new` with [`CONTEXT`] lines around each change;
 /// empty when they are equal.
 fn diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Edit {
-        Same,
-        Removed,
-        Added,
-    }
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..].iter().rev().zip(b[prefix..].iter().rev()).take_while(|(x, y)| x == y).count();
-    let (middle_a, middle_b) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
-    let mut edits: Vec<(Edit, &str)> = a[..prefix].iter().map(|line| (Edit::Same, *line)).collect();
-    // The longest common subsequence of the middles, by dynamic programming: `lcs[i][j]` is
-    // its length for `middle_a[i..]` and `middle_b[j..]`. Past a few million cells (two
-    // files with nothing in common) the middles are shown as removed, then added.
-    let (n, m) = (middle_a.len(), middle_b.len());
-    if n.saturating_mul(m) <= 16_000_000 {
-        let width = m + 1;
-        let mut lcs = vec![0u32; (n + 1) * width];
-        for i in (0..n).rev() {
-            for j in (0..m).rev() {
-                lcs[i * width + j] = if middle_a[i] == middle_b[j] {
-                    lcs[(i + 1) * width + j + 1] + 1
-                } else {
-                    lcs[(i + 1) * width + j].max(lcs[i * width + j + 1])
-                };
-            }
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < n || j < m {
-            if i < n && j < m && middle_a[i] == middle_b[j] {
-                edits.push((Edit::Same, middle_a[i]));
-                (i, j) = (i + 1, j + 1);
-            } else if j == m || (i < n && lcs[(i + 1) * width + j] >= lcs[i * width + j + 1]) {
-                edits.push((Edit::Removed, middle_a[i]));
-                i += 1;
-            } else {
-                edits.push((Edit::Added, middle_b[j]));
-                j += 1;
-            }
-        }
-    } else {
-        edits.extend(middle_a.iter().map(|line| (Edit::Removed, *line)));
-        edits.extend(middle_b.iter().map(|line| (Edit::Added, *line)));
-    }
-    edits.extend(a[a.len() - suffix..].iter().map(|line| (Edit::Same, *line)));
-
-    let changes: Vec<usize> = (0..edits.len()).filter(|&k| edits[k].0 != Edit::Same).collect();
-    if changes.is_empty() {
+    if old == new {
         return String::new();
     }
-    // Line numbers before each edit: old_before[k] lines of `old` precede edit k.
-    let mut old_before = vec![0; edits.len() + 1];
-    let mut new_before = vec![0; edits.len() + 1];
-    for (k, (edit, _)) in edits.iter().enumerate() {
-        old_before[k + 1] = old_before[k] + usize::from(*edit != Edit::Added);
-        new_before[k + 1] = new_before[k] + usize::from(*edit != Edit::Removed);
-    }
-    let mut out = format!("--- {old_name}\n+++ {new_name}\n");
-    let mut start = 0;
-    while start < changes.len() {
-        let mut end = start;
-        while end + 1 < changes.len() && changes[end + 1] - changes[end] <= 2 * CONTEXT + 1 {
-            end += 1;
-        }
-        let lo = changes[start].saturating_sub(CONTEXT);
-        let hi = (changes[end] + CONTEXT + 1).min(edits.len());
-        let range = |before: &[usize]| {
-            let count = before[hi] - before[lo];
-            // As diff -u prints it: an empty side starts at the line before.
-            let first = if count == 0 { before[lo] } else { before[lo] + 1 };
-            format!("{first},{count}")
-        };
-        out.push_str(&format!("@@ -{} +{} @@\n", range(&old_before), range(&new_before)));
-        for (edit, line) in &edits[lo..hi] {
-            let sign = match edit {
-                Edit::Same => ' ',
-                Edit::Removed => '-',
-                Edit::Added => '+',
-            };
-            out.push(sign);
-            out.push_str(line);
-            out.push('\n');
-        }
-        start = end + 1;
-    }
-    out
+    similar::udiff::unified_diff(similar::Algorithm::Myers, old, new, CONTEXT, Some((old_name, new_name)))
 }
 
 fn workspace_root() -> PathBuf {
@@ -501,7 +427,10 @@ SET x = 1;' NOT NULL
         assert!(header.lines().all(|line| line.starts_with("--")), "{header}");
         assert!(header.contains("`cargo xtask schema`") && header.contains("do not edit"), "{header}");
         assert!(header.contains("PostgreSQL 15"), "{header}");
-        assert!(header.ends_with("applies them:\n--   core/0001_clock\n--   core/0002_base"), "{header}");
+        assert!(
+            header.ends_with("then the other owners of migrations/):\n--   core/0001_clock\n--   core/0002_base"),
+            "{header}"
+        );
         assert!(!text.contains("restrict") && !text.contains("15.20"), "{text}");
     }
 
@@ -533,11 +462,24 @@ SET x = 1;' NOT NULL
         assert_eq!(diff("a\nb\n", "a\nb\n", "old", "new"), "");
         let old: String = (1..=20).map(|n| format!("line {n}\n")).collect();
         let new = old.replace("line 5\n", "line five\n").replace("line 18\n", "") + "line 21\n";
-        let expected = "--- old\n+++ new\n\
-            @@ -2,7 +2,7 @@\n line 2\n line 3\n line 4\n-line 5\n+line five\n line 6\n line 7\n line 8\n\
-            @@ -15,6 +15,6 @@\n line 15\n line 16\n line 17\n-line 18\n line 19\n line 20\n+line 21\n";
-        assert_eq!(diff(&old, &new, "old", "new"), expected);
-        assert_eq!(diff("", "x\n", "old", "new"), "--- old\n+++ new\n@@ -0,0 +1,1 @@\n+x\n");
+        let shown = diff(&old, &new, "old", "new");
+        assert!(shown.starts_with("--- old\n+++ new\n"), "{shown}");
+        for line in ["@@ -2,7 +2,7 @@", " line 4", "-line 5", "+line five", " line 8", "-line 18", "+line 21"] {
+            assert!(shown.lines().any(|shown| shown == line), "{line:?} is not in\n{shown}");
+        }
+        assert!(!shown.contains(" line 10\n"), "only three lines of context around a change:\n{shown}");
+    }
+
+    #[test]
+    fn schema_a_stale_or_missing_file_fails_the_check_with_the_diff() {
+        let fresh = "CREATE TABLE public.outbox (\n    seq bigint NOT NULL\n);\n";
+        compare(Some(fresh), fresh).unwrap();
+        let stale = fresh.replace("bigint", "integer");
+        let error = compare(Some(&stale), fresh).unwrap_err().to_string();
+        assert!(error.contains("differs from the schema the migrations make"), "{error}");
+        assert!(error.contains("-    seq integer NOT NULL\n+    seq bigint NOT NULL"), "{error}");
+        let missing = compare(None, fresh).unwrap_err().to_string();
+        assert!(missing.contains("is missing"), "{missing}");
     }
 
     #[test]

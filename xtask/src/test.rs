@@ -5,42 +5,66 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use outbox_services::{Broker, cargo, chromium, kafka, nats, postgres, rabbitmq, redis, target_dir};
 
-/// `cargo xtask test`: PostgreSQL, NATS (JetStream), Redis, RabbitMQ streams and Kafka up, then
-/// `cargo test --workspace` with `DATABASE_URL`, `NATS_URL`, `REDIS_URL`, `RABBITMQ_STREAM_URL`
-/// and `KAFKA_BOOTSTRAP` set.
+/// `cargo xtask test`: the services up ([`Services::bring_up`]), everything built
+/// ([`build_all`]), then every test ([`Services::run_tests`]).
 pub(crate) fn run_tests(args: &[String]) -> anyhow::Result<()> {
-    chromium()?;
-    let postgres = postgres()?;
-    let nats = nats()?;
-    let redis = redis()?;
-    let rabbitmq = rabbitmq()?;
-    let kafka = kafka()?;
-    crate::sql_examples::prepare()?;
-    // Everything is built once, in one build whose features match the tests': the `outbox`
-    // binary the end-to-end tests run (named to them, so that they do not build it again),
-    // and the tools' binaries (`outbox-torture`, which `cargo xtask ci` runs next).
-    let cargo_args = args.iter().take_while(|arg| *arg != "--");
+    let services = Services::bring_up()?;
+    build_all(args.iter().take_while(|arg| *arg != "--"))?;
+    services.run_tests(args)
+}
+
+/// Everything in one build whose features are the tests' (`cargo build --workspace
+/// --all-targets`): every test, the `outbox` binary the end-to-end tests run, and the tools'
+/// binaries (`outbox-torture`, which `cargo xtask ci` runs). `cargo test` then builds nothing.
+pub(crate) fn build_all<'a>(cargo_args: impl IntoIterator<Item = &'a String>) -> anyhow::Result<()> {
+    eprintln!("xtask: cargo build --workspace --all-targets");
     let built = Command::new(cargo()).args(["build", "--workspace", "--all-targets"]).args(cargo_args).status();
     if !built.context("running cargo build --all-targets")?.success() {
-        bail!("building the tests failed");
-    }
-    let binary = target_dir()?.join("debug").join("outbox");
-    let status = Command::new(cargo())
-        .args(["test", "--workspace"])
-        .args(args)
-        .env("OUTBOX_BIN", &binary)
-        .env("DATABASE_URL", postgres.url())
-        .env("NATS_URL", &nats.url)
-        .env("REDIS_URL", &redis.url)
-        .env("RABBITMQ_STREAM_URL", &rabbitmq)
-        .env("KAFKA_BOOTSTRAP", &kafka)
-        .status()
-        .context("running cargo test")?;
-    drop((postgres, nats, redis));
-    if !status.success() {
-        bail!("cargo test failed ({status})");
+        bail!("building the workspace failed");
     }
     Ok(())
+}
+
+/// What the tests need, up while this lives: PostgreSQL, NATS (JetStream), Redis, RabbitMQ
+/// streams, Kafka, Chromium and the SQL examples' packages.
+pub(crate) struct Services {
+    postgres: outbox_services::Postgres,
+    nats: Broker,
+    redis: Broker,
+    rabbitmq: String,
+    kafka: String,
+}
+
+impl Services {
+    pub(crate) fn bring_up() -> anyhow::Result<Services> {
+        chromium()?;
+        let services =
+            Services { postgres: postgres()?, nats: nats()?, redis: redis()?, rabbitmq: rabbitmq()?, kafka: kafka()? };
+        crate::sql_examples::prepare()?;
+        Ok(services)
+    }
+
+    /// `cargo test --workspace --no-fail-fast <args>` with `DATABASE_URL`, `NATS_URL`,
+    /// `REDIS_URL`, `RABBITMQ_STREAM_URL`, `KAFKA_BOOTSTRAP` and `OUTBOX_BIN` (the binary
+    /// [`build_all`] made) set.
+    pub(crate) fn run_tests(&self, args: &[String]) -> anyhow::Result<()> {
+        let binary = target_dir()?.join("debug").join("outbox");
+        let status = Command::new(cargo())
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .args(args)
+            .env("OUTBOX_BIN", &binary)
+            .env("DATABASE_URL", self.postgres.url())
+            .env("NATS_URL", &self.nats.url)
+            .env("REDIS_URL", &self.redis.url)
+            .env("RABBITMQ_STREAM_URL", &self.rabbitmq)
+            .env("KAFKA_BOOTSTRAP", &self.kafka)
+            .status()
+            .context("running cargo test")?;
+        if !status.success() {
+            bail!("cargo test failed ({status})");
+        }
+        Ok(())
+    }
 }
 
 /// `cargo xtask services [kafka] [rabbitmq] [nats] [redis] [postgres]`: brings up the named

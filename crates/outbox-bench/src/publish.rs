@@ -131,11 +131,41 @@ impl Cost {
     fn wal_per_event(&self) -> f64 {
         self.wal_bytes as f64 / self.events as f64
     }
+
+    /// Adds one measurement; the CPU is known only while every measurement knew it.
+    fn add(&mut self, one: Cost) {
+        self.events += one.events;
+        self.elapsed += one.elapsed;
+        self.wal_bytes += one.wal_bytes;
+        self.cpu = self.cpu.zip(one.cpu).map(|(total, more)| total + more);
+    }
 }
 
 /// Every contender over every transport, interleaved round by round on one database.
 pub(crate) async fn run(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::Result<()> {
     sqlx::query(FLOOR_TABLE).execute(&pools[0].1).await?;
+    let measured = measure(pools, sizes).await?;
+    print_table(pools, sizes, &measured);
+    print_ratios(pools, &measured);
+    Ok(())
+}
+
+/// What every contender cost over every transport.
+struct Measured {
+    runs: Vec<(Contender, usize)>,
+    costs: Vec<Cost>,
+}
+
+impl Measured {
+    /// `contender`'s cost over the transport of `pools[pool]`.
+    fn cost(&self, contender: Contender, pool: usize) -> Cost {
+        let slot = self.runs.iter().position(|&run| run == (contender, pool)).expect("every contender ran");
+        self.costs[slot]
+    }
+}
+
+/// Every contender over every transport, `sizes.rounds` times, alternating the order.
+async fn measure(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::Result<Measured> {
     let runs: Vec<(Contender, usize)> =
         Contender::ALL.into_iter().flat_map(|c| (0..pools.len()).map(move |p| (c, p))).collect();
     let mut costs = vec![Cost { cpu: Some(Duration::ZERO), ..Cost::default() }; runs.len()];
@@ -146,29 +176,32 @@ pub(crate) async fn run(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::
         }
         for slot in order {
             let (contender, pool) = runs[slot];
-            let pool = &pools[pool].1;
             let n = contender.events(sizes);
             let events: Vec<NewEvent> = (0..n).map(|k| sample_event(round * n + k)).collect();
-            let (cpu_before, wal_before) = (backend_cpu(pool).await?, wal_lsn(pool).await?);
-            let started = Instant::now();
-            run_contender(pool, contender, &events).await?;
-            let elapsed = started.elapsed();
-            let (cpu_after, wal_after) = (backend_cpu(pool).await?, wal_lsn(pool).await?);
-            let cost = &mut costs[slot];
-            cost.events += n;
-            cost.elapsed += elapsed;
-            cost.wal_bytes += wal_bytes_between(pool, &wal_before, &wal_after).await?;
-            cost.cpu = match (cost.cpu, cpu_before, cpu_after) {
-                (Some(total), Some(before), Some(after)) => Some(total + after.saturating_sub(before)),
-                _ => None,
-            };
+            costs[slot].add(measure_one(&pools[pool].1, contender, &events).await?);
         }
         eprintln!("bench publish: round {}/{} done", round + 1, sizes.rounds);
     }
-    let cost = |contender: Contender, pool: usize| {
-        let slot = runs.iter().position(|&run| run == (contender, pool)).expect("every contender ran");
-        costs[slot]
-    };
+    Ok(Measured { runs, costs })
+}
+
+/// One contender publishing `events` once: its time, PostgreSQL's CPU and the WAL written.
+async fn measure_one(pool: &PgPool, contender: Contender, events: &[NewEvent]) -> anyhow::Result<Cost> {
+    let (cpu_before, wal_before) = (backend_cpu(pool).await?, wal_lsn(pool).await?);
+    let started = Instant::now();
+    run_contender(pool, contender, events).await?;
+    let elapsed = started.elapsed();
+    let (cpu_after, wal_after) = (backend_cpu(pool).await?, wal_lsn(pool).await?);
+    Ok(Cost {
+        events: events.len(),
+        elapsed,
+        wal_bytes: wal_bytes_between(pool, &wal_before, &wal_after).await?,
+        cpu: cpu_before.zip(cpu_after).map(|(before, after)| after.saturating_sub(before)),
+    })
+}
+
+/// The rates over every transport, and the primary's CPU and WAL per event.
+fn print_table(pools: &[(Transport, PgPool)], sizes: Sizes, measured: &Measured) {
     let primary = pools[0].0.label();
     println!(
         "bench publish: {} rounds, {} events per batched contender and {} per single one per round; PostgreSQL over {}",
@@ -180,29 +213,26 @@ pub(crate) async fn run(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::
     let header: String = pools.iter().map(|(t, _)| format!("{:>12}", t.label())).collect();
     println!("  {:<40}{header}   events/s   PostgreSQL CPU µs/event, WAL B/event ({primary})", "");
     for contender in Contender::ALL {
-        let figures: String = (0..pools.len()).map(|p| format!("{:>12.0}", cost(contender, p).rate())).collect();
-        let own = cost(contender, 0);
+        let figures: String =
+            (0..pools.len()).map(|p| format!("{:>12.0}", measured.cost(contender, p).rate())).collect();
+        let own = measured.cost(contender, 0);
         let cpu = own.cpu_per_event().map_or("n/a".to_owned(), |us| format!("{us:.1}"));
         println!("  {:<40}{figures}   {cpu:>8} {:>8.0}", contender.label(), own.wal_per_event());
     }
-    let line = |what: String, ratio: f64, target: Result<(f64, bool), &str>| {
-        let verdict = match target {
-            Ok((target, true)) if ratio >= target => format!("meets target >= {target:.2}"),
-            Ok((target, true)) => format!("MISSES target >= {target:.2}"),
-            Ok((target, false)) if ratio <= target => format!("meets target <= {target:.2}"),
-            Ok((target, false)) => format!("MISSES target <= {target:.2}"),
-            Err(note) => note.to_owned(),
-        };
-        println!("  ratio {what} = {ratio:.2} ({verdict})");
-    };
+}
+
+/// One line per ratio, against its target.
+fn print_ratios(pools: &[(Transport, PgPool)], measured: &Measured) {
+    let primary = pools[0].0.label();
+    let cost = |contender: Contender, pool: usize| measured.cost(contender, pool);
     let at_least = |target: f64| Ok((target, true));
     let against = |ours: Contender, other: Contender, target: Result<(f64, bool), &str>| {
         let what = format!("{} / {}, {primary}", ours.label(), other.label());
-        line(what, cost(ours, 0).rate() / cost(other, 0).rate(), target);
+        ratio_line(what, cost(ours, 0).rate() / cost(other, 0).rate(), target);
     };
     let wal_against = |ours: Contender, other: Contender| {
         let what = format!("WAL per event {} / {}", ours.label(), other.label());
-        line(what, cost(ours, 0).wal_per_event() / cost(other, 0).wal_per_event(), Ok((1.2, false)));
+        ratio_line(what, cost(ours, 0).wal_per_event() / cost(other, 0).wal_per_event(), Ok((1.2, false)));
     };
     against(Contender::PublishMany(1), Contender::Floor(1), Err("no target: one-row transactions measure commits"));
     against(Contender::PublishMany(100), Contender::Floor(100), at_least(0.9));
@@ -226,10 +256,22 @@ pub(crate) async fn run(pools: &[(Transport, PgPool)], sizes: Sizes) -> anyhow::
                 Contender::PublishMany(_) => at_least(0.9),
                 _ => Err("reference: what the transport costs the floor"),
             };
-            line(what, cost(contender, 0).rate() / cost(contender, 1).rate(), target);
+            ratio_line(what, cost(contender, 0).rate() / cost(contender, 1).rate(), target);
         }
     }
-    Ok(())
+}
+
+/// `ratio <what> = <ratio> (<verdict against target, or the note>)`; a target is `(value,
+/// true)` for at least, `(value, false)` for at most.
+fn ratio_line(what: String, ratio: f64, target: Result<(f64, bool), &str>) {
+    let verdict = match target {
+        Ok((target, true)) if ratio >= target => format!("meets target >= {target:.2}"),
+        Ok((target, true)) => format!("MISSES target >= {target:.2}"),
+        Ok((target, false)) if ratio <= target => format!("meets target <= {target:.2}"),
+        Ok((target, false)) => format!("MISSES target <= {target:.2}"),
+        Err(note) => note.to_owned(),
+    };
+    println!("  ratio {what} = {ratio:.2} ({verdict})");
 }
 
 async fn run_contender(pool: &PgPool, contender: Contender, events: &[NewEvent]) -> anyhow::Result<()> {
@@ -251,38 +293,12 @@ async fn run_contender(pool: &PgPool, contender: Contender, events: &[NewEvent])
         }
         Contender::Copy(batch) => {
             for chunk in events.chunks(batch) {
-                let (topics, payloads) = finished_rows(chunk);
-                let mut text = String::with_capacity(chunk.len() * 256);
-                for (topic, payload) in topics.iter().zip(&payloads) {
-                    text.push_str(&copy_escape(topic));
-                    text.push('\t');
-                    text.push_str(&copy_escape(payload));
-                    text.push('\n');
-                }
-                let mut tx = pool.begin().await?;
-                let mut copy = tx.copy_in_raw("COPY outbox (topic, payload) FROM STDIN").await?;
-                copy.send(text.into_bytes()).await?;
-                copy.finish().await?;
-                tx.commit().await?;
+                copy_batch(pool, chunk).await?;
             }
         }
         Contender::Values(batch) => {
             for chunk in events.chunks(batch) {
-                let (topics, payloads) = finished_rows(chunk);
-                let rows: Vec<String> =
-                    (0..chunk.len()).map(|k| format!("(${}, ${}::jsonb, c.now)", 2 * k + 1, 2 * k + 2)).collect();
-                let sql = format!(
-                    "INSERT INTO outbox (topic, payload, created_at) SELECT v.* FROM (SELECT compute_now() AS now) c, \
-                     LATERAL (VALUES {}) v",
-                    rows.join(", ")
-                );
-                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for (topic, payload) in topics.iter().zip(&payloads) {
-                    query = query.bind(topic).bind(payload);
-                }
-                let mut tx = pool.begin().await?;
-                query.execute(&mut *tx).await?;
-                tx.commit().await?;
+                values_batch(pool, chunk).await?;
             }
         }
         Contender::SqlMany(batch) => {
@@ -322,6 +338,44 @@ async fn run_contender(pool: &PgPool, contender: Contender, events: &[NewEvent])
             }
         }
     }
+    Ok(())
+}
+
+/// `chunk`'s finished rows in one transaction through `COPY … FROM STDIN`.
+async fn copy_batch(pool: &PgPool, chunk: &[NewEvent]) -> anyhow::Result<()> {
+    let (topics, payloads) = finished_rows(chunk);
+    let mut text = String::with_capacity(chunk.len() * 256);
+    for (topic, payload) in topics.iter().zip(&payloads) {
+        text.push_str(&copy_escape(topic));
+        text.push('\t');
+        text.push_str(&copy_escape(payload));
+        text.push('\n');
+    }
+    let mut tx = pool.begin().await?;
+    let mut copy = tx.copy_in_raw("COPY outbox (topic, payload) FROM STDIN").await?;
+    copy.send(text.into_bytes()).await?;
+    copy.finish().await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// `chunk`'s finished rows in one transaction through one multi-row `INSERT … VALUES`.
+async fn values_batch(pool: &PgPool, chunk: &[NewEvent]) -> anyhow::Result<()> {
+    let (topics, payloads) = finished_rows(chunk);
+    let rows: Vec<String> =
+        (0..chunk.len()).map(|k| format!("(${}, ${}::jsonb, c.now)", 2 * k + 1, 2 * k + 2)).collect();
+    let sql = format!(
+        "INSERT INTO outbox (topic, payload, created_at) SELECT v.* FROM (SELECT compute_now() AS now) c, \
+         LATERAL (VALUES {}) v",
+        rows.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (topic, payload) in topics.iter().zip(&payloads) {
+        query = query.bind(topic).bind(payload);
+    }
+    let mut tx = pool.begin().await?;
+    query.execute(&mut *tx).await?;
+    tx.commit().await?;
     Ok(())
 }
 

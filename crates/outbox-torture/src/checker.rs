@@ -292,10 +292,7 @@ pub(crate) fn check_partitioned(
         }
         *last = received.position.max(*last);
     }
-    for row in truth.iter().filter(|row| !seen.contains(row.id.as_str())) {
-        tally.lost += 1;
-        violations.push(format!("{name}: lost {} at {}", row.id, row.position));
-    }
+    tally.lost = count_lost(name, truth.iter(), &seen, &mut violations);
     (tally, violations)
 }
 
@@ -441,19 +438,31 @@ fn check_consumer(truth: &[Row], writes: &Writes, consumer: &Consumer, violation
             Delivery::Redelivering | Delivery::Interleaved => 0,
         };
         let from = from.max(consumer.since.map_or(0, |since| expected.successor(Some(since))));
-        for row in &expected.rows[from.min(expected.rows.len())..] {
-            if !seen.contains(row.id.as_str()) {
-                tally.lost += 1;
-                if tally.lost <= 20 {
-                    violations.push(format!("{name}: lost {} at {}", row.id, row.position));
-                }
-            }
-        }
-        if tally.lost > 20 {
-            violations.push(format!("{name}: lost {} events in all", tally.lost));
-        }
+        let owed = expected.rows[from.min(expected.rows.len())..].iter().copied();
+        tally.lost = count_lost(name, owed, &seen, violations);
     }
     tally
+}
+
+/// How many of the `owed` rows are not in `seen`; the first 20 named in `violations`, then
+/// the count.
+fn count_lost<'a>(
+    name: &str,
+    owed: impl Iterator<Item = &'a Row>,
+    seen: &HashSet<&str>,
+    violations: &mut Vec<String>,
+) -> usize {
+    let mut lost = 0;
+    for row in owed.filter(|row| !seen.contains(row.id.as_str())) {
+        lost += 1;
+        if lost <= 20 {
+            violations.push(format!("{name}: lost {} at {}", row.id, row.position));
+        }
+    }
+    if lost > 20 {
+        violations.push(format!("{name}: lost {lost} events in all"));
+    }
+    lost
 }
 
 /// Why a received event is not one the consumer should have: rolled back, never written,
