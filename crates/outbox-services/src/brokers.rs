@@ -45,7 +45,9 @@ struct Own {
     env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
-    /// The Kafka mock's command channel (`down`, `up`): it is paused, not stopped.
+    /// Whether it is driven through its standard input (the Kafka mock: paused, not stopped).
+    controlled: bool,
+    /// That command channel (`down`, `up`), while the process runs.
     control: Option<ChildStdin>,
     down: bool,
     /// A directory removed when the broker is dropped (a throwaway's data).
@@ -53,10 +55,17 @@ struct Own {
 }
 
 impl Broker {
+    /// A throwaway: `dir` is removed when it is dropped.
+    fn removing(mut self, dir: PathBuf) -> Broker {
+        if let Some(own) = self.own.as_mut() {
+            own.remove = Some(dir);
+        }
+        self
+    }
+
     /// One that was already answering at `url`; never stopped by us.
     fn answering(name: &'static str, url: &str) -> Broker {
-        let port = authority(url).rsplit(':').next().and_then(|port| port.parse().ok()).unwrap_or(0);
-        Broker { name, url: url.to_owned(), port, own: None }
+        Broker { name, url: url.to_owned(), port: port_of(url), own: None }
     }
 
     /// `nats-server -js` on a free port, its store in `dir/nats`.
@@ -162,14 +171,23 @@ impl Broker {
             "--control-stdin".into(),
         ];
         let log = dir.join("kafka.log");
-        let own = Own { command, env: Vec::new(), log, child: None, control: None, down: false, remove: None };
+        let own = Own {
+            command,
+            env: Vec::new(),
+            log,
+            child: None,
+            controlled: true,
+            control: None,
+            down: false,
+            remove: None,
+        };
         let mut broker = Broker { name: "kafka", url: String::new(), port: 0, own: Some(own) };
         broker.spawn_process()?;
         wait_until("outbox-kafka-mock's address", START_TIMEOUT, || {
             std::fs::read_to_string(&state).is_ok_and(|text| text.ends_with('\n'))
         })?;
         broker.url = std::fs::read_to_string(&state)?.trim().to_owned();
-        broker.port = authority(&broker.url).rsplit(':').next().and_then(|port| port.parse().ok()).unwrap_or(0);
+        broker.port = port_of(&broker.url);
         Ok(broker)
     }
 
@@ -182,7 +200,7 @@ impl Broker {
         dir: &Path,
     ) -> anyhow::Result<Broker> {
         let log = dir.join(format!("{name}.log"));
-        let own = Own { command, env, log, child: None, control: None, down: false, remove: None };
+        let own = Own { command, env, log, child: None, controlled: false, control: None, down: false, remove: None };
         let mut broker = Broker { name, url, port, own: Some(own) };
         broker.run()?;
         Ok(broker)
@@ -209,11 +227,10 @@ impl Broker {
         let name = self.name;
         let Some(own) = self.own.as_mut() else { bail!("{name} is not a broker of ours") };
         let log = std::fs::File::options().create(true).append(true).open(&own.log)?;
-        let controlled = own.command.iter().any(|arg| arg == "--control-stdin");
         let mut child = Command::new(&own.command[0])
             .args(&own.command[1..])
             .envs(own.env.iter().map(|(key, value)| (key, value)))
-            .stdin(if controlled { Stdio::piped() } else { Stdio::null() })
+            .stdin(if own.controlled { Stdio::piped() } else { Stdio::null() })
             .stdout(log.try_clone()?)
             .stderr(log)
             // A group of its own: a stop reaches the processes a start script leaves.
@@ -278,15 +295,6 @@ fn throwaway(what: &str) -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("outbox-services-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
-}
-
-impl Broker {
-    fn removing(mut self, dir: PathBuf) -> Broker {
-        if let Some(own) = self.own.as_mut() {
-            own.remove = Some(dir);
-        }
-        self
-    }
 }
 
 /// NATS with JetStream for the tests: `NATS_URL` or 127.0.0.1:4222 when a JetStream server
@@ -448,6 +456,11 @@ fn wait_for_port(what: &str, url: &str, within: Duration) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The port of a `[scheme://][user@]host:port[/…]` address; 0 when it names none.
+fn port_of(url: &str) -> u16 {
+    authority(url).rsplit(':').next().and_then(|port| port.parse().ok()).unwrap_or(0)
+}
+
 /// `host:port` of a `scheme://[user@]host:port[/…]` URL.
 fn authority(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
@@ -475,4 +488,15 @@ fn redis_answers(url: &str) -> bool {
     let Some(mut stream) = connect(url) else { return false };
     let mut reply = [0u8; 7];
     stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_port_comes_from_a_url_or_a_bare_address() {
+        assert_eq!(super::port_of("rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f"), 5552);
+        assert_eq!(super::port_of("nats://127.0.0.1:4222"), 4222);
+        assert_eq!(super::port_of("127.0.0.1:9092"), 9092);
+        assert_eq!(super::port_of("redis://localhost"), 0);
+    }
 }
