@@ -114,10 +114,10 @@ fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> anyhow::Result<(WebhookDeliv
         pool.clone(),
         outbox_pg::TailOptions { poll: Duration::from_millis(POLL_MS), ..outbox_pg::TailOptions::default() },
     );
-    let mut config = WebhookDeliveryConfig::new(key.clone());
+    let mut config = WebhookDeliveryConfig::default();
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.dispatcher = DispatcherConfig { tail: Some(tail.clone()), ..DispatcherConfig::default() };
-    Ok((WebhookDeliveries::start(pool.clone(), config)?, tail))
+    Ok((WebhookDeliveries::start(pool.clone(), key.clone(), config)?, tail))
 }
 
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> anyhow::Result<()> {

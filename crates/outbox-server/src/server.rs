@@ -21,7 +21,6 @@ use anyhow::Context;
 use hyper_util::server::graceful::GracefulShutdown;
 use outbox_core::webhook::PingOutcome;
 use outbox_http::{ApiError, BoxFuture, OutboxService, WebhookConfig, WebhookDelivery, WebhookRoutes};
-use outbox_pg::internal::seal::SealKey;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::{Tail, TailOptions};
 use outbox_workers::{Subscribers, WebhookClient, WebhookDeliveries, WebhookDeliveryConfig};
@@ -57,7 +56,7 @@ fn webhook_routes(
     }
     let targets = config.webhooks.targets(config.allow_private_targets)?;
     let delivery = match &seal_key {
-        Some(key) => Some(WebhookClient::new(pool.clone(), &delivery_config(config, key.clone())?)?),
+        Some(key) => Some(WebhookClient::new(pool.clone(), key.clone(), &delivery_config(config)?)?),
         None => None,
     };
     let webhooks =
@@ -87,9 +86,9 @@ impl WebhookDelivery for ClientDelivery {
     }
 }
 
-/// How `config` delivers webhook subscriptions, with `seal_key`.
-fn delivery_config(config: &Config, seal_key: Arc<SealKey>) -> anyhow::Result<WebhookDeliveryConfig> {
-    let mut deliveries = WebhookDeliveryConfig::new(seal_key);
+/// How `config` delivers webhook subscriptions.
+fn delivery_config(config: &Config) -> anyhow::Result<WebhookDeliveryConfig> {
+    let mut deliveries = WebhookDeliveryConfig::default();
     deliveries.targets = config.webhooks.targets(config.allow_private_targets)?;
     deliveries.timeout = Duration::from_millis(config.webhooks.timeout_ms);
     deliveries.disable_after = Duration::from_secs(config.webhooks.disable_after_seconds);
@@ -103,9 +102,9 @@ fn webhook_deliveries(config: &Config, pool: &PgPool, tail: &Tail) -> anyhow::Re
     if !config.roles.has(Role::Sinks) {
         return Ok(None);
     }
-    let mut deliveries = delivery_config(config, Arc::new(seal_key))?;
+    let mut deliveries = delivery_config(config)?;
     deliveries.dispatcher.tail = Some(tail.clone());
-    Ok(Some(WebhookDeliveries::start(pool.clone(), deliveries).context("the webhook deliveries")?))
+    Ok(Some(WebhookDeliveries::start(pool.clone(), Arc::new(seal_key), deliveries).context("the webhook deliveries")?))
 }
 
 /// A server process's HTTP side, bound and ready to serve.

@@ -64,8 +64,6 @@ const RESPONSE_KEPT: usize = 1024;
 /// How the deliveries run.
 #[derive(Clone)]
 pub struct WebhookDeliveryConfig {
-    /// Opens the subscriptions' secrets and header values.
-    pub seal_key: Arc<SealKey>,
     /// Which addresses a delivery may reach.
     pub targets: TargetPolicy,
     /// How long one POST may take (default 15 s).
@@ -80,11 +78,10 @@ pub struct WebhookDeliveryConfig {
     pub dispatcher: DispatcherConfig,
 }
 
-impl WebhookDeliveryConfig {
-    /// The SPEC's defaults with `seal_key`.
-    pub fn new(seal_key: Arc<SealKey>) -> WebhookDeliveryConfig {
+impl Default for WebhookDeliveryConfig {
+    /// The SPEC's defaults.
+    fn default() -> WebhookDeliveryConfig {
         WebhookDeliveryConfig {
-            seal_key,
             targets: TargetPolicy::default(),
             timeout: Duration::from_secs(15),
             disable_after: Duration::from_secs(3 * 24 * 3600),
@@ -107,11 +104,11 @@ pub struct WebhookClient {
 }
 
 impl WebhookClient {
-    /// The client `config` describes, on `pool`.
-    pub fn new(pool: PgPool, config: &WebhookDeliveryConfig) -> Result<WebhookClient> {
+    /// The client `config` describes, on `pool`, opening secrets with `seal_key`.
+    pub fn new(pool: PgPool, seal_key: Arc<SealKey>, config: &WebhookDeliveryConfig) -> Result<WebhookClient> {
         Ok(WebhookClient {
             pool,
-            seal_key: config.seal_key.clone(),
+            seal_key,
             client: guarded_client(config)?,
             policy: config.targets.clone(),
             disable_after: config.disable_after,
@@ -171,11 +168,12 @@ pub struct WebhookDeliveries {
 
 impl WebhookDeliveries {
     /// Starts comparing the enabled subscriptions with the loops, on the current runtime.
-    pub fn start(pool: PgPool, config: WebhookDeliveryConfig) -> Result<WebhookDeliveries> {
+    /// `seal_key` opens the subscriptions' secrets and header values.
+    pub fn start(pool: PgPool, seal_key: Arc<SealKey>, config: WebhookDeliveryConfig) -> Result<WebhookDeliveries> {
         if config.dispatcher.holder.is_empty() {
             return Err(Error::config("holder", "must not be empty"));
         }
-        let client = WebhookClient::new(pool.clone(), &config)?;
+        let client = WebhookClient::new(pool.clone(), seal_key, &config)?;
         let (shutdown, signal) = watch::channel(false);
         let supervisor = Supervisor {
             pool,
@@ -384,7 +382,7 @@ impl Supervisor {
         let shard = store::shard_of(id);
         let Some(held) = self.held.get(&shard) else { return Ok(None) };
         let Some(webhook) = store::get(&self.pool, None, id).await? else { return Ok(None) };
-        let Some(keys) = store::keys(&self.pool, &self.config.seal_key, id).await? else { return Ok(None) };
+        let Some(keys) = store::keys(&self.pool, &self.client.seal_key, id).await? else { return Ok(None) };
         let types = webhook.types.iter().map(|text| Pattern::parse(text)).collect::<std::result::Result<Vec<_>, _>>();
         let types = types.map_err(|error| Error::config(format!("webhooks[{id}].types"), error.to_string()))?;
         let sink = SubscriptionSink::new(&webhook, keys, &self.client)?;

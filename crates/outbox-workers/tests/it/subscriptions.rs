@@ -28,8 +28,8 @@ fn key() -> Arc<SealKey> {
 }
 
 /// Fast deliveries that may reach the loopback receiver.
-fn delivery_config(key: &Arc<SealKey>) -> WebhookDeliveryConfig {
-    let mut config = WebhookDeliveryConfig::new(key.clone());
+fn delivery_config() -> WebhookDeliveryConfig {
+    let mut config = WebhookDeliveryConfig::default();
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.refresh = Duration::from_millis(50);
     config.max_attempts = 2;
@@ -39,7 +39,7 @@ fn delivery_config(key: &Arc<SealKey>) -> WebhookDeliveryConfig {
 }
 
 fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> WebhookDeliveries {
-    WebhookDeliveries::start(pool.clone(), delivery_config(key)).expect("starting the deliveries")
+    WebhookDeliveries::start(pool.clone(), key.clone(), delivery_config()).expect("starting the deliveries")
 }
 
 async fn subscribe(pool: &PgPool, key: &SealKey, tenant: &str, url: &str, secret: &str) -> String {
@@ -208,12 +208,12 @@ async fn a_run_of_failures_longer_than_disable_after_disables_the_subscription()
     let key = key();
     let receiver = Receiver::start(|_, _| status(503)).await;
     let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
-    let mut config = WebhookDeliveryConfig::new(key.clone());
+    let mut config = WebhookDeliveryConfig::default();
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.refresh = Duration::from_millis(50);
     config.disable_after = Duration::from_secs(1);
     config.dispatcher = fast_config();
-    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    let running = WebhookDeliveries::start(db.pool.clone(), key.clone(), config).unwrap();
     publish(&db.pool, &[node("acme", 0)]).await;
 
     wait_for("disabled as failing", || async {
@@ -245,7 +245,7 @@ async fn webhook_attempt_times_and_failing_since_follow_the_database_clock() {
     })
     .await;
     running.shutdown().await;
-    let client = WebhookClient::new(db.pool.clone(), &delivery_config(&key)).unwrap();
+    let client = WebhookClient::new(db.pool.clone(), key.clone(), &delivery_config()).unwrap();
     let ping = client.ping(&id).await.unwrap().expect("the subscription pinged");
     assert_eq!(ping.status, Some(503));
 
@@ -277,10 +277,10 @@ async fn a_target_that_resolves_to_a_refused_address_is_never_connected() {
     // `localhost` resolves to loopback; the policy refuses it at connect time.
     let url = receiver.url.replace("127.0.0.1", "localhost");
     let id = subscribe(&db.pool, &key, "acme", &url, &secret()).await;
-    let mut config = WebhookDeliveryConfig::new(key.clone());
+    let mut config = WebhookDeliveryConfig::default();
     config.refresh = Duration::from_millis(50);
     config.dispatcher = fast_config();
-    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    let running = WebhookDeliveries::start(db.pool.clone(), key.clone(), config).unwrap();
     publish(&db.pool, &[node("acme", 0)]).await;
 
     wait_for("a failed attempt recorded", || async {
@@ -367,7 +367,7 @@ async fn a_caught_up_subscription_is_woken_by_the_shared_tail_instead_of_polling
     let key = key();
     let receiver = Receiver::start(|_, _| status(200)).await;
     subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
-    let mut config = WebhookDeliveryConfig::new(key.clone());
+    let mut config = WebhookDeliveryConfig::default();
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.refresh = Duration::from_millis(50);
     let tail = outbox_pg::Tail::new(db.pool.clone(), outbox_pg::TailOptions::default());
@@ -377,7 +377,7 @@ async fn a_caught_up_subscription_is_woken_by_the_shared_tail_instead_of_polling
         tail: Some(tail.clone()),
         ..fast_config()
     };
-    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    let running = WebhookDeliveries::start(db.pool.clone(), key.clone(), config).unwrap();
     wait_for("the loop waiting on the tail", || async { tail.members() == 1 }).await;
     for round in 0..3 {
         publish(&db.pool, &[node("acme", round), node("globex", round)]).await;
@@ -417,13 +417,13 @@ async fn a_loop_whose_fenced_save_finds_the_shard_lease_lost_stops_delivering_be
     publish(&db.pool, &(0..150).map(|n| node("acme", n)).collect::<Vec<_>>()).await;
     wait_for("the 150 events visible", || async { acme_nodes(&db.pool).await.len() == 150 }).await;
 
-    let mut config = WebhookDeliveryConfig::new(key.clone());
+    let mut config = WebhookDeliveryConfig::default();
     config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
     config.refresh = Duration::from_millis(50);
     // The keepers renew after an hour: they do not notice the theft during the test.
     let ttl = Duration::from_secs(30);
     config.dispatcher = DispatcherConfig { lease_ttl: ttl, lease_renew: Duration::from_secs(3600), ..fast_config() };
-    let running = WebhookDeliveries::start(db.pool.clone(), config).unwrap();
+    let running = WebhookDeliveries::start(db.pool.clone(), key.clone(), config).unwrap();
     wait_for("the first POST", || async { !receiver.requests().is_empty() }).await;
 
     clock::advance(&db.pool, ttl + Duration::from_secs(1)).await.unwrap();
