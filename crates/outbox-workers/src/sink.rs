@@ -51,6 +51,16 @@ pub trait Sink: Send + Sync + 'static {
     fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(std::future::ready(Ok(())))
     }
+
+    /// Whether the sink is still configured as when its loop started. A sink whose
+    /// configuration can change while it runs (a webhook subscription's URL, secrets or
+    /// types) answers `false` once it has, and its deliveries fail with
+    /// [`SinkError::reconfigured`]: the loop then ends without passing anything the new
+    /// configuration may want, and its owner starts it again. The loop asks before it saves
+    /// a cursor that only passed rows its filter skipped. The default: always, at no cost.
+    fn current(&self) -> BoxFuture<'_, Result<bool, SinkError>> {
+        Box::pin(std::future::ready(Ok(true)))
+    }
 }
 
 /// Why a delivery failed, and whether trying again can help.
@@ -61,18 +71,26 @@ pub struct SinkError {
     retryable: bool,
     retry_after: Option<Duration>,
     failed_at: Option<usize>,
+    reconfigured: bool,
 }
 
 impl SinkError {
     /// A failure that may pass on another attempt: the receiver is down, busy or slow.
     pub fn retryable(message: impl Into<String>) -> SinkError {
-        SinkError { message: message.into(), retryable: true, retry_after: None, failed_at: None }
+        SinkError { message: message.into(), retryable: true, retry_after: None, failed_at: None, reconfigured: false }
     }
 
     /// A refusal that another attempt of the same event will not change (e.g. HTTP 400).
     /// A single event refused this way has used up its attempts at once (SPEC §7.4).
     pub fn refused(message: impl Into<String>) -> SinkError {
-        SinkError { message: message.into(), retryable: false, retry_after: None, failed_at: None }
+        SinkError { message: message.into(), retryable: false, retry_after: None, failed_at: None, reconfigured: false }
+    }
+
+    /// The sink's configuration changed since its loop started ([`Sink::current`]): not a
+    /// failure of the event. The loop records the events before [`SinkError::at`]'s index,
+    /// delivers nothing more and ends, with no attempt counted and no backoff.
+    pub fn reconfigured(message: impl Into<String>) -> SinkError {
+        SinkError { reconfigured: true, ..SinkError::retryable(message) }
     }
 
     /// The receiver asked not to be called again before `after` (e.g. `Retry-After`).
@@ -108,6 +126,11 @@ impl SinkError {
     pub fn failed_at(&self) -> Option<usize> {
         self.failed_at
     }
+
+    /// Whether the sink's configuration changed ([`SinkError::reconfigured`]).
+    pub fn is_reconfigured(&self) -> bool {
+        self.reconfigured
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for Box<S> {
@@ -126,6 +149,10 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         (**self).prepare()
     }
+
+    fn current(&self) -> BoxFuture<'_, Result<bool, SinkError>> {
+        (**self).current()
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
@@ -143,6 +170,10 @@ impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
 
     fn prepare(&self) -> BoxFuture<'_, Result<(), SinkError>> {
         (**self).prepare()
+    }
+
+    fn current(&self) -> BoxFuture<'_, Result<bool, SinkError>> {
+        (**self).current()
     }
 }
 

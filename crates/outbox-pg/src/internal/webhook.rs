@@ -600,6 +600,17 @@ pub async fn enabled<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(String, O
         .await?)
 }
 
+/// When subscription `id` last changed, while it is enabled; `None` when it is disabled or
+/// gone: what a delivery checks before each POST, so that a change is in force once answered.
+pub async fn enabled_revision<'e>(executor: impl PgExecutor<'e>, id: &str) -> Result<Option<OffsetDateTime>> {
+    let row: Option<(OffsetDateTime,)> =
+        sqlx::query_as("SELECT updated_at FROM outbox_webhooks WHERE id = $1 AND enabled")
+            .bind(id)
+            .fetch_optional(executor)
+            .await?;
+    Ok(row.map(|(updated_at,)| updated_at))
+}
+
 /// What [`record_outcome`] did to the subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -49,6 +49,9 @@ enum Interruption {
     Shutdown,
     /// The lease was lost: a renewal or a fenced write found it gone.
     LeaseLost,
+    /// The sink's configuration changed ([`Sink::current`]): the loop ends, and its owner
+    /// starts another.
+    Reconfigured,
 }
 
 /// What one step of the loop came to.
@@ -316,6 +319,12 @@ impl Runner {
     async fn skip(&self, lease: &Lease, work: &mut Work, page: &ReadPage) -> Step {
         work.progress.pass(page.next_after);
         if work.skip_saved_at.elapsed() >= SKIP_SAVE_INTERVAL {
+            // Rows the old filter skipped may be ones a new filter wants: never save past them.
+            match self.sink.current().await {
+                Ok(true) => {}
+                Ok(false) => return Interruption::Reconfigured.into(),
+                Err(error) => return Step::Failed(Failure::sink(&error)),
+            }
             let to = (page.next_after, work.progress.ordinal());
             if let Err(step) = self.record(lease, &mut work.progress, to, None).await {
                 return step;

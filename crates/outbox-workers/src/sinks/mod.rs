@@ -26,6 +26,6 @@ pub use rabbitmq::{Endpoint as RabbitmqEndpoint, FRAME_MAX as RABBITMQ_FRAME_MAX
 #[cfg(feature = "redis")]
 pub use redis::RedisSink;
 #[cfg(feature = "webhook")]
-pub use webhook::{WebhookSecret, WebhookSink, install_crypto_provider, parse_retry_after};
+pub(crate) use webhook::{Answer, SignedPost, client_builder};
 #[cfg(feature = "webhook")]
-pub(crate) use webhook::{describe, judge};
+pub use webhook::{WebhookSecret, WebhookSink, install_crypto_provider, parse_retry_after};

@@ -95,33 +95,96 @@ impl WebhookSink {
         }
         let secret = WebhookSecret::parse(config.secret.as_deref().unwrap_or_default())
             .map_err(|reason| Error::config(config.key_name("secret"), reason))?;
-        install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout())
-            .connect_timeout(config.timeout())
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("outbox/", env!("CARGO_PKG_VERSION")))
+        let client = client_builder(config.timeout())
             .build()
             .map_err(|e| Error::config(config.key_name("url"), format!("building the HTTP client: {e}")))?;
         Ok(WebhookSink { id: config.id.clone(), url, secret, encoder: config.encoder(), client })
     }
 
     async fn post(&self, event: &Event) -> std::result::Result<(), SinkError> {
+        let post = SignedPost {
+            client: &self.client,
+            url: &self.url,
+            encoder: &self.encoder,
+            secrets: std::slice::from_ref(&self.secret),
+            headers: None,
+            keep: 0,
+        };
+        post.send(event).await.result
+    }
+}
+
+/// A client for signed POSTs: `timeout` for the whole request and for connecting, no
+/// redirect followed, Outbox's user agent; rustls with ring.
+pub(crate) fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("outbox/", env!("CARGO_PKG_VERSION")))
+}
+
+/// One event's POST with the Standard Webhooks headers, as the webhook sink and webhook
+/// subscriptions send it.
+pub(crate) struct SignedPost<'a> {
+    pub client: &'a reqwest::Client,
+    pub url: &'a reqwest::Url,
+    pub encoder: &'a Encoder,
+    /// Every secret that signs now: one `v1,…` each in `webhook-signature`, space-separated.
+    pub secrets: &'a [WebhookSecret],
+    /// Extra headers, set before the Standard Webhooks ones.
+    pub headers: Option<&'a HeaderMap>,
+    /// How much of the answer's body to keep (none when 0).
+    pub keep: usize,
+}
+
+/// What a signed POST came to.
+pub(crate) struct Answer {
+    /// The answer's status, when one came.
+    pub status: Option<u16>,
+    /// The start of its body, up to [`SignedPost::keep`] bytes, when not empty.
+    pub body: Option<String>,
+    /// What it means for the delivery ([`judge`]).
+    pub result: std::result::Result<(), SinkError>,
+}
+
+impl SignedPost<'_> {
+    /// POSTs `event`, signed now, and reads what it asked to keep of the answer.
+    pub(crate) async fn send(&self, event: &Event) -> Answer {
         let body = self.encoder.encode(event);
         let timestamp = OffsetDateTime::now_utc().unix_timestamp();
-        let signature = self.secret.sign(&event.id, timestamp, &body);
-        let response = self
-            .client
-            .post(self.url.clone())
+        let signature: Vec<String> =
+            self.secrets.iter().map(|secret| secret.sign(&event.id, timestamp, &body)).collect();
+        let mut request = self.client.post(self.url.clone());
+        if let Some(headers) = self.headers {
+            request = request.headers(headers.clone());
+        }
+        let sent = request
             .header(CONTENT_TYPE, self.encoder.content_type())
             .header("webhook-id", &event.id)
             .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
+            .header("webhook-signature", signature.join(" "))
             .body(body)
             .send()
-            .await
-            .map_err(|e| SinkError::retryable(describe(&e)))?;
-        judge(response.status(), response.headers())
+            .await;
+        let mut response = match sent {
+            Ok(response) => response,
+            Err(error) => {
+                return Answer { status: None, body: None, result: Err(SinkError::retryable(describe(&error))) };
+            }
+        };
+        let status = response.status();
+        let result = judge(status, response.headers());
+        let mut kept = Vec::new();
+        while kept.len() < self.keep {
+            match response.chunk().await {
+                Ok(Some(chunk)) => kept.extend_from_slice(&chunk[..chunk.len().min(self.keep - kept.len())]),
+                _ => break,
+            }
+        }
+        let body = (!kept.is_empty()).then(|| String::from_utf8_lossy(&kept).into_owned());
+        Answer { status: Some(status.as_u16()), body, result }
     }
 }
 

@@ -52,6 +52,8 @@ enum Call {
     /// Shutdown came before the call or its grace period ran out during it, or the lease
     /// was lost: the call was not made, or was dropped.
     Interrupted(Interruption),
+    /// The sink's configuration changed after it delivered this many of the events.
+    Reconfigured(usize),
 }
 
 impl Runner {
@@ -100,6 +102,11 @@ impl Runner {
         while let Some(range) = pending.pop() {
             match self.call(&events[range.clone()], number(work, range.start)).await {
                 Call::Interrupted(interruption) => return Err(interruption.into()),
+                Call::Reconfigured(done) => {
+                    let done = range.start + done.min(range.len());
+                    self.delivered(lease, work, events, range.start..done).await?;
+                    return Err(Interruption::Reconfigured.into());
+                }
                 // The last range is recorded with the batch, by the caller.
                 Call::Delivered if pending.is_empty() => self.note_delivered(work, &events[range]),
                 Call::Delivered => self.delivered(lease, work, events, range).await?,
@@ -178,6 +185,11 @@ impl Runner {
                     work.suspect = Some(suspect);
                     return interruption.into();
                 }
+                // A single event: the sink checks before it sends, so nothing went out.
+                Call::Reconfigured(_) => {
+                    work.suspect = Some(suspect);
+                    return Interruption::Reconfigured.into();
+                }
             }
         }
         self.judge_by_neighbour(lease, work, page, index, suspect).await
@@ -229,6 +241,10 @@ impl Runner {
             Call::Interrupted(interruption) => {
                 work.suspect = Some(suspect);
                 interruption.into()
+            }
+            Call::Reconfigured(_) => {
+                work.suspect = Some(suspect);
+                Interruption::Reconfigured.into()
             }
         }
     }
@@ -301,6 +317,7 @@ impl Runner {
         };
         match outcome {
             Ok(Ok(())) => Call::Delivered,
+            Ok(Err(error)) if error.is_reconfigured() => Call::Reconfigured(error.failed_at().unwrap_or(0)),
             Ok(Err(error)) => {
                 self.report_error(error.message()).await;
                 if let Some(after) = error.retry_after() {

@@ -34,7 +34,7 @@ impl Runner {
                     let lost = self.fresh_lost_flag();
                     let (ttl, every) = (self.config.lease_ttl, self.config.lease_renew);
                     let keeper = keep(self.pool.clone(), lease.clone(), ttl, every, lost);
-                    if let Interruption::Shutdown = self.hold(&lease, keeper).await {
+                    if let Interruption::Shutdown | Interruption::Reconfigured = self.hold(&lease, keeper).await {
                         self.release(&lease).await;
                         break;
                     }
@@ -67,7 +67,7 @@ impl Runner {
                     let lost = self.fresh_lost_flag();
                     let keeper = follow_shared(shared.clone(), lease.epoch, lost);
                     match self.hold(&lease, keeper).await {
-                        Interruption::Shutdown => break,
+                        Interruption::Shutdown | Interruption::Reconfigured => break,
                         Interruption::LeaseLost => lost_epoch = Some(lease.epoch),
                     }
                 }
