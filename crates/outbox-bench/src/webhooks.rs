@@ -114,9 +114,11 @@ fn deliveries(pool: &PgPool, key: &Arc<SealKey>) -> anyhow::Result<(WebhookDeliv
         pool.clone(),
         outbox_pg::TailOptions { poll: Duration::from_millis(POLL_MS), ..outbox_pg::TailOptions::default() },
     );
-    let mut config = WebhookDeliveryConfig::default();
-    config.targets = TargetPolicy { allow_private: true, allowed: Vec::new() };
-    config.dispatcher = DispatcherConfig { tail: Some(tail.clone()), ..DispatcherConfig::default() };
+    let config = WebhookDeliveryConfig {
+        targets: TargetPolicy { allow_private: true, allowed: Vec::new() },
+        dispatcher: DispatcherConfig { tail: Some(tail.clone()), ..DispatcherConfig::default() },
+        ..WebhookDeliveryConfig::default()
+    };
     Ok((WebhookDeliveries::start(pool.clone(), key.clone(), config)?, tail))
 }
 

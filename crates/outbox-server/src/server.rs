@@ -88,11 +88,12 @@ impl WebhookDelivery for ClientDelivery {
 
 /// How `config` delivers webhook subscriptions.
 fn delivery_config(config: &Config) -> anyhow::Result<WebhookDeliveryConfig> {
-    let mut deliveries = WebhookDeliveryConfig::default();
-    deliveries.targets = config.webhooks.targets(config.allow_private_targets)?;
-    deliveries.timeout = Duration::from_millis(config.webhooks.timeout_ms);
-    deliveries.disable_after = Duration::from_secs(config.webhooks.disable_after_seconds);
-    Ok(deliveries)
+    Ok(WebhookDeliveryConfig {
+        targets: config.webhooks.targets(config.allow_private_targets)?,
+        timeout: Duration::from_millis(config.webhooks.timeout_ms),
+        disable_after: Duration::from_secs(config.webhooks.disable_after_seconds),
+        ..WebhookDeliveryConfig::default()
+    })
 }
 
 /// The webhook subscriptions' deliveries, in a process with the `sinks` role and a seal key.
