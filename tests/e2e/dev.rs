@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use outbox_e2e::client::{get, watch};
+use outbox_e2e::wait::until;
 use sqlx::Connection;
 
 use crate::support::{Process, server_migration_count};
@@ -26,12 +27,26 @@ fn start_dev(dir: &Path, extra: &[&str]) -> Dev {
     let mut process = Process::spawn(&args, &[]);
     let ready = process.line_after("outbox dev: database ready at ", Duration::from_secs(60));
     let url = ready.split_whitespace().next().unwrap().to_owned();
-    let serving = process.line_after("outbox dev: serving every role on http://", Duration::from_secs(30));
+    let serving = process.line_after(READY, Duration::from_secs(60));
     let addr = serving.trim().parse().expect("a printed address");
-    let token_line = process.line_after("outbox dev: admin token", Duration::from_secs(5));
-    let token = token_line.rsplit(' ').next().unwrap().to_owned();
-    let console = process.line_after("outbox dev: console ", Duration::from_secs(5));
+    let console = process.line_after("  console  ", Duration::from_secs(5));
+    let token = process.line_after("  token    ", Duration::from_secs(5));
     Dev { process, url, addr, token, console }
+}
+
+/// The first line of the welcome, between the rules, before the address.
+const READY: &str = "  outbox dev is ready: every role on http://";
+
+/// Whether `line` is one of the rules around the welcome.
+fn is_rule(line: &str) -> bool {
+    line.len() > 40 && line.chars().all(|c| c == '─')
+}
+
+/// The line of the welcome labelled `label`, without the label.
+fn labelled<'a>(lines: &'a [String], label: &str) -> &'a str {
+    let prefix = format!("  {label:<8} ");
+    let line = lines.iter().find_map(|line| line.strip_prefix(&prefix));
+    line.unwrap_or_else(|| panic!("no {label:?} line in {lines:#?}"))
 }
 
 fn port_of(url: &str) -> u16 {
@@ -124,6 +139,59 @@ async fn dev_demo_shows_events_on_watch_within_seconds() {
         assert!(event["subject"].as_str().unwrap().starts_with(&format!("{family}/")), "{event}");
     }
     let status = dev.process.signal_and_wait("TERM", Duration::from_secs(30));
+    assert!(status.success(), "outbox dev --demo exits 0 on SIGTERM ({status})");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_demo_prints_its_welcome_last_and_fills_the_sink_the_webhook_and_the_dead_letters() {
+    let dir = data_dir("demo-views");
+    let data_dir = dir.to_str().unwrap();
+    let args = ["dev", "--demo", "--listen", "127.0.0.1:0", "--data-dir", data_dir];
+    // The default log level: an empty OUTBOX_LOG is no filter.
+    let mut dev = Process::spawn_with_stderr(&args, &[("OUTBOX_LOG", "")]);
+    let mut rules = 0;
+    let printed = dev.lines_until(
+        |line| {
+            rules += usize::from(is_rule(line));
+            rules == 2
+        },
+        Duration::from_secs(90),
+    );
+    let welcome = &printed[printed.iter().position(|line| is_rule(line)).unwrap()..];
+    let addr: SocketAddr = welcome[1].strip_prefix(READY).expect("the address first").parse().unwrap();
+    let token = labelled(welcome, "token");
+    assert_eq!(labelled(welcome, "console"), format!("http://{addr}/#token={token}"));
+    assert!(labelled(welcome, "logs").contains("--verbose"), "{welcome:#?}");
+    assert!(!printed.iter().any(|line| line.contains("shard taken")), "{printed:#?}");
+
+    let sink_file = dir.parent().unwrap().join("demo-sink.jsonl");
+    let demo = labelled(welcome, "demo");
+    assert!(welcome.iter().any(|line| line.contains(&sink_file.display().to_string())), "{welcome:#?} {demo}");
+    until("the demo sink's file to receive events", Duration::from_secs(60), || async {
+        let text = std::fs::read_to_string(&sink_file).unwrap_or_default();
+        text.lines().next().is_some_and(|line| serde_json::from_str::<serde_json::Value>(line).is_ok())
+    })
+    .await;
+
+    let webhooks = get(addr, "/webhooks", Some(token)).await.json();
+    let id = webhooks["items"][0]["id"].as_str().expect("the demo's subscription").to_owned();
+    assert!(welcome.iter().any(|line| line.contains(&id)), "{welcome:#?}");
+    until("a delivered attempt of the demo's subscription", Duration::from_secs(60), || async {
+        let attempts = get(addr, &format!("/webhooks/{id}/attempts"), Some(token)).await.json();
+        attempts["items"].as_array().unwrap().iter().any(|attempt| attempt["status"] == 204)
+    })
+    .await;
+    until("the refused reservation.placed to be a dead letter", Duration::from_secs(90), || async {
+        let letters = get(addr, &format!("/webhooks/{id}/dead-letters"), Some(token)).await.json();
+        letters["items"].as_array().unwrap().iter().any(|letter| letter["event"]["type"] == "reservation.placed")
+    })
+    .await;
+
+    // Deliveries, a refusal and a dead letter later, nothing was printed after the welcome.
+    let after = dev.printed_since();
+    assert!(after.is_empty(), "printed after the welcome: {after:#?}");
+    let status = dev.signal_and_wait("TERM", Duration::from_secs(30));
     assert!(status.success(), "outbox dev --demo exits 0 on SIGTERM ({status})");
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }

@@ -44,9 +44,8 @@ async fn watch_count_5_against_dev_demo_prints_5_lines_and_exits_0() {
     let dir = std::env::temp_dir().join(format!("outbox-e2e-events-{}", std::process::id())).join("pg");
     let args = ["dev", "--demo", "--listen", "127.0.0.1:0", "--data-dir", dir.to_str().unwrap()];
     let mut dev = Process::spawn(&args, &[("DATABASE_URL", &db.url)]);
-    let addr = dev.line_after("outbox dev: serving every role on http://", WITHIN).trim().to_owned();
-    let token =
-        dev.line_after("outbox dev: admin token", Duration::from_secs(5)).rsplit(' ').next().unwrap().to_owned();
+    let addr = dev.line_after("  outbox dev is ready: every role on http://", WITHIN).trim().to_owned();
+    let token = dev.line_after("  token    ", Duration::from_secs(5));
 
     let (out, err, ok) = events(&format!("http://{addr}"), &token, &["watch", "--count", "5"], "");
     assert!(ok, "events watch --count 5 exits 0: {err}");

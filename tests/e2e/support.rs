@@ -101,6 +101,9 @@ fn clean_env(command: &mut Command) -> &mut Command {
     command.env("OUTBOX_LOG", "warn")
 }
 
+/// What [`Process::spawn_with_stderr`] puts before a line of standard error.
+pub(crate) const STDERR: &str = "stderr: ";
+
 /// Standard output and error as text, for assertions and failure messages.
 pub(crate) fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
@@ -125,6 +128,49 @@ impl Process {
         let (sender, lines) = mpsc::channel();
         std::thread::spawn(move || stdout.lines().map_while(Result::ok).for_each(|line| drop(sender.send(line))));
         Process { child, lines }
+    }
+
+    /// [`Process::spawn`] with standard error read too: its lines come among the standard
+    /// output's, prefixed with [`STDERR`] (the two pipes' lines keep their own order only).
+    pub(crate) fn spawn_with_stderr(args: &[&str], env: &[(&str, &str)]) -> Process {
+        let mut command = Command::new(outbox_binary());
+        clean_env(command.args(args)).envs(env.iter().copied());
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("starting outbox");
+        let (sender, lines) = mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let out = sender.clone();
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).for_each(|line| drop(out.send(line))));
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            stderr.lines().map_while(Result::ok).for_each(|line| drop(sender.send(format!("{STDERR}{line}"))));
+        });
+        Process { child, lines }
+    }
+
+    /// Every line up to and including the first that `last` accepts, waiting at most `within`.
+    pub(crate) fn lines_until(&mut self, mut last: impl FnMut(&str) -> bool, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut read = Vec::new();
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => {
+                    let done = last(&line);
+                    read.push(line);
+                    if done {
+                        return read;
+                    }
+                }
+                Err(_) => {
+                    let _ = self.child.kill();
+                    panic!("outbox did not print the awaited line within {within:?}; it printed:\n{}", read.join("\n"));
+                }
+            }
+        }
+    }
+
+    /// The lines printed since the last read, without waiting.
+    pub(crate) fn printed_since(&mut self) -> Vec<String> {
+        self.lines.try_iter().collect()
     }
 
     /// The rest of the first line starting with `prefix`, waiting at most `within`.

@@ -19,9 +19,7 @@ pub struct Cli {
 pub enum Command {
     /// Development: a PostgreSQL of its own in .outbox/pg (unless DATABASE_URL is set),
     /// migrated, every role served on 127.0.0.1:8080, an admin token printed.
-    #[command(
-        after_help = "Examples:\n  outbox dev --demo\n  DATABASE_URL=postgres://localhost/outbox outbox dev --listen 127.0.0.1:0"
-    )]
+    #[command(after_help = DEV_HELP)]
     Dev(DevArgs),
     /// Production: serve the roles of the configuration.
     #[command(
@@ -138,12 +136,31 @@ pub struct DeadLettersActArgs {
     pub config: Option<PathBuf>,
 }
 
+const DEV_HELP: &str = "\
+The address, the console link and an admin token are printed last, between two rules,
+once everything has started.
+
+Logs: warnings and errors only. The operational lines (roles started, leases and webhook
+shards taken) are at the info level, and a sink's or subscription's failed deliveries show
+in the console rather than the log: --verbose shows them all, and OUTBOX_LOG takes any
+filter (OUTBOX_LOG=debug, OUTBOX_LOG=outbox_workers=debug).
+
+Examples:
+  outbox dev --demo
+  outbox dev --verbose
+  DATABASE_URL=postgres://localhost/outbox outbox dev --listen 127.0.0.1:0";
+
 /// `outbox dev`.
 #[derive(Debug, Args)]
 pub struct DevArgs {
-    /// Publish a steady trickle of sample events across three tenants.
+    /// Publish sample events across three tenants, append them to a JSONL sink
+    /// (.outbox/demo-sink.jsonl) and post the first tenant's to a webhook receiver inside
+    /// outbox dev, which refuses the first reservation.placed so a dead letter appears.
     #[arg(long)]
     pub demo: bool,
+    /// Show the operational log lines (the info level) too; OUTBOX_LOG overrides.
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Where to listen (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,

@@ -5,15 +5,32 @@
 //! start-up with a message naming the key instead of being ignored. Values that parse
 //! but break a rule (a short secret, an unknown scope, a malformed hash) are refused the
 //! same way by [`Config::validate`], naming the key.
+//!
+//! **One home per default, one parse per value.** A table that a library type describes
+//! is that type (`[watch]` is `outbox_http::WatchOptions`, `[doctor]` is
+//! `outbox_workers::doctor::Thresholds`, `[[sinks]]` is `outbox_workers::config::SinkConfig`);
+//! a table in the file's own units (`[retention]`, `[webhooks]`) takes its defaults from
+//! the library types' `Default`s. What needs parsing is parsed once, while loading, by the
+//! type that owns it, and kept typed: the seal key (`SealKey`), the allowed ranges
+//! (`Cidr`, which with `allow_private_targets` make the [`TargetPolicy`]), the catalog
+//! (`Catalog`). The wiring reads these values and never parses again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
+use outbox_core::Catalog;
+use outbox_core::target::{Cidr, TargetPolicy};
 use outbox_http::{WatchOptions, scope};
+use outbox_pg::internal::seal::SealKey;
+use outbox_pg::tail::TailOptions;
+use outbox_workers::WebhookDeliveryConfig;
 use outbox_workers::config::SinkConfig;
+use outbox_workers::doctor::Thresholds;
 
 /// The address `outbox serve` listens on when nothing says otherwise.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
@@ -54,11 +71,12 @@ pub struct Config {
     /// Retention (SPEC §9), run by the `retention` role.
     pub retention: RetentionConfig,
     /// The doctor's thresholds (SPEC §9).
-    pub doctor: DoctorConfig,
+    pub doctor: Thresholds,
     /// What `GET /metrics` shows.
     pub metrics: MetricsConfig,
-    /// The event catalog `GET /event-types` answers (SPEC §3.4).
-    pub catalog: CatalogConfig,
+    /// The event catalog `GET /event-types` answers (SPEC §3.4), read from `[catalog]`.
+    #[serde(deserialize_with = "catalog_table")]
+    pub catalog: Catalog,
     /// Webhook subscriptions (SPEC §7.6).
     pub webhooks: WebhooksConfig,
     /// Sinks (SPEC §7.5), run by the `sinks` role.
@@ -76,9 +94,9 @@ impl Default for Config {
             auth: AuthConfig::default(),
             watch: WatchOptions::default(),
             retention: RetentionConfig::default(),
-            doctor: DoctorConfig::default(),
+            doctor: Thresholds::default(),
             metrics: MetricsConfig::default(),
-            catalog: CatalogConfig::default(),
+            catalog: CatalogConfig::default().catalog().expect("the default catalog table is valid"),
             webhooks: WebhooksConfig::default(),
             sinks: Vec::new(),
             allow_private_targets: false,
@@ -147,22 +165,6 @@ impl Default for RetentionConfig {
     }
 }
 
-/// `[doctor]`: when `outbox doctor` reports something.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-pub struct DoctorConfig {
-    /// A transaction open longer than this is reported (env `OUTBOX_DOCTOR_LONG_TX_SECONDS`).
-    pub long_transaction_seconds: u64,
-    /// A sink further behind than this many events is reported.
-    pub sink_lag_events: u64,
-}
-
-impl Default for DoctorConfig {
-    fn default() -> DoctorConfig {
-        DoctorConfig { long_transaction_seconds: 60, sink_lag_events: 10_000 }
-    }
-}
-
 /// `[metrics]`: what `GET /metrics` shows.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
@@ -173,14 +175,16 @@ pub struct MetricsConfig {
 }
 
 /// `[webhooks]`: tenants' webhook subscriptions (SPEC §7.6).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebhooksConfig {
-    /// The base64 of 32 random bytes that seals secrets at rest (env
+    /// The key that seals secrets at rest, written as the base64 of 32 random bytes (env
     /// `OUTBOX_WEBHOOK_SEAL_KEY`); without it the webhook routes answer `UNAVAILABLE`.
-    pub seal_key: Option<String>,
+    #[serde(deserialize_with = "seal_key")]
+    pub seal_key: Option<Arc<SealKey>>,
     /// Private ranges that targets may be in anyway (`10.20.0.0/16`).
-    pub allowed_cidrs: Vec<String>,
+    #[serde(deserialize_with = "cidrs")]
+    pub allowed_cidrs: Vec<Cidr>,
     /// A subscription whose every attempt failed this long is disabled.
     pub disable_after_seconds: u64,
     /// The most subscriptions one tenant may have.
@@ -190,42 +194,42 @@ pub struct WebhooksConfig {
 }
 
 impl Default for WebhooksConfig {
+    /// The routes' and the deliveries' own defaults, in the file's units.
     fn default() -> WebhooksConfig {
+        let routes = outbox_http::WebhookConfig::default();
+        let deliveries = WebhookDeliveryConfig::default();
         WebhooksConfig {
             seal_key: None,
             allowed_cidrs: Vec::new(),
-            disable_after_seconds: 3 * 24 * 3600,
-            max_per_tenant: 100,
-            timeout_ms: 15_000,
+            disable_after_seconds: deliveries.disable_after.as_secs(),
+            max_per_tenant: routes.max_per_tenant,
+            timeout_ms: u64::try_from(deliveries.timeout.as_millis()).unwrap_or(u64::MAX),
         }
     }
 }
 
 impl WebhooksConfig {
-    /// The seal key, when one is configured; a key that is not the base64 of 32 bytes is
-    /// refused naming `webhooks.seal_key`.
-    pub fn seal_key(&self) -> Result<Option<outbox_pg::internal::seal::SealKey>, ConfigError> {
-        self.seal_key
-            .as_deref()
-            .map(|text| {
-                outbox_pg::internal::seal::SealKey::parse(text)
-                    .map_err(|error| bad(format!("webhooks.seal_key (or OUTBOX_WEBHOOK_SEAL_KEY): {error}")))
-            })
-            .transpose()
+    /// What the webhook routes take, reaching `targets`.
+    pub fn routes(&self, targets: TargetPolicy) -> outbox_http::WebhookConfig {
+        outbox_http::WebhookConfig {
+            seal_key: self.seal_key.clone(),
+            max_per_tenant: self.max_per_tenant,
+            targets,
+            ..outbox_http::WebhookConfig::default()
+        }
     }
 
-    /// Which targets deliveries may reach: `allow_private_targets` and these ranges.
-    pub fn targets(&self, allow_private: bool) -> Result<outbox_core::target::TargetPolicy, ConfigError> {
-        let mut allowed = Vec::with_capacity(self.allowed_cidrs.len());
-        for (index, text) in self.allowed_cidrs.iter().enumerate() {
-            allowed.push(text.parse().map_err(|error| bad(format!("webhooks.allowed_cidrs[{index}]: {error}")))?);
+    /// How the deliveries (and the pings) run, reaching `targets`.
+    pub fn deliveries(&self, targets: TargetPolicy) -> WebhookDeliveryConfig {
+        WebhookDeliveryConfig {
+            targets,
+            timeout: Duration::from_millis(self.timeout_ms),
+            disable_after: Duration::from_secs(self.disable_after_seconds),
+            ..WebhookDeliveryConfig::default()
         }
-        Ok(outbox_core::target::TargetPolicy { allow_private, allowed })
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        self.seal_key()?;
-        self.targets(false)?;
         if self.max_per_tenant == 0 {
             return Err(bad("webhooks.max_per_tenant must be at least 1"));
         }
@@ -237,6 +241,28 @@ impl WebhooksConfig {
         }
         Ok(())
     }
+}
+
+/// `webhooks.seal_key`, parsed by [`SealKey::parse`].
+fn seal_key<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Arc<SealKey>>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    let key = SealKey::parse(&text).map_err(|error| serde::de::Error::custom(format!("webhooks.seal_key: {error}")))?;
+    Ok(Some(Arc::new(key)))
+}
+
+/// `webhooks.allowed_cidrs`, each parsed as a [`Cidr`] and named by its index when it is not one.
+fn cidrs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Cidr>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    let parse = |(index, text): (usize, &String)| {
+        text.parse().map_err(|error| serde::de::Error::custom(format!("webhooks.allowed_cidrs[{index}]: {error}")))
+    };
+    texts.iter().enumerate().map(parse).collect()
+}
+
+/// `[catalog]`, read as a [`CatalogConfig`] and turned into the [`Catalog`] it describes.
+fn catalog_table<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Catalog, D::Error> {
+    let table = CatalogConfig::deserialize(deserializer)?;
+    table.catalog().map_err(|error| serde::de::Error::custom(error.0))
 }
 
 /// `[catalog]`: the event families of this deployment (SPEC §3.4).
@@ -278,7 +304,7 @@ pub struct FamilyConfig {
 impl CatalogConfig {
     /// The catalog this table describes: the preset's families, then the declared ones,
     /// then Outbox's own. A pattern that breaks SPEC §3.5 is refused, naming its key.
-    pub fn catalog(&self) -> Result<outbox_core::Catalog, ConfigError> {
+    pub fn catalog(&self) -> Result<Catalog, ConfigError> {
         let mut families = Vec::with_capacity(self.families.len());
         for (index, family) in self.families.iter().enumerate() {
             let pattern = outbox_core::Pattern::parse(&family.pattern).map_err(|error| {
@@ -432,12 +458,14 @@ impl Config {
             self.auth.jwt_secret = Some(secret);
         }
         if let Some(key) = set("OUTBOX_WEBHOOK_SEAL_KEY") {
-            self.webhooks.seal_key = Some(key);
+            let key = SealKey::parse(&key).map_err(|error| bad(format!("OUTBOX_WEBHOOK_SEAL_KEY: {error}")))?;
+            self.webhooks.seal_key = Some(Arc::new(key));
         }
         if let Some(seconds) = set("OUTBOX_DOCTOR_LONG_TX_SECONDS") {
-            self.doctor.long_transaction_seconds = seconds.trim().parse().map_err(|_| {
+            let seconds = seconds.trim().parse().map_err(|_| {
                 bad(format!("OUTBOX_DOCTOR_LONG_TX_SECONDS: {seconds:?} is not a whole number of seconds"))
             })?;
+            self.doctor.long_transaction = Duration::from_secs(seconds);
         }
         Ok(())
     }
@@ -476,10 +504,20 @@ impl Config {
                 return Err(bad(format!("sinks[{}].id: {:?} is used twice", sink.id, sink.id)));
             }
         }
-        self.catalog.catalog()?;
         self.webhooks.validate()?;
         self.validate_retention()?;
         self.validate_watch()
+    }
+
+    /// Which targets webhook deliveries may reach: `allow_private_targets` and
+    /// `[webhooks] allowed_cidrs`.
+    pub fn targets(&self) -> TargetPolicy {
+        TargetPolicy { allow_private: self.allow_private_targets, allowed: self.webhooks.allowed_cidrs.clone() }
+    }
+
+    /// How the process's shared tail reads: every `[watch] poll_ms`, the tail's own batch.
+    pub fn tail(&self) -> TailOptions {
+        self.watch.tail()
     }
 
     /// `[retention]`, checked by the retention loop's own rules.
@@ -553,10 +591,28 @@ mod tests {
     }
 
     #[test]
+    fn the_tables_default_to_the_library_types_defaults() {
+        let config = load("", &[], &Overrides::default()).unwrap();
+        let deliveries = config.webhooks.deliveries(config.targets());
+        let library = WebhookDeliveryConfig::default();
+        assert_eq!((deliveries.timeout, deliveries.disable_after), (library.timeout, library.disable_after));
+        assert_eq!(deliveries.max_attempts, library.max_attempts);
+        let routes = config.webhooks.routes(config.targets());
+        assert_eq!(routes.max_per_tenant, outbox_http::WebhookConfig::default().max_per_tenant);
+        assert_eq!(routes.default_grace, outbox_http::WebhookConfig::default().default_grace);
+        assert_eq!(config.doctor, Thresholds::default());
+        assert_eq!(config.tail(), TailOptions::default());
+        assert_eq!(config.targets(), TargetPolicy::default());
+        let retention = crate::ops::retention_config(&config);
+        let library = outbox_workers::retention::RetentionConfig::default();
+        assert_eq!((retention.every, retention.batch, retention.pause), (library.every, library.batch, library.pause));
+        assert_eq!((retention.max_rounds, retention.min_age), (library.max_rounds, library.min_age));
+    }
+
+    #[test]
     fn the_catalog_starts_from_its_preset_and_adds_the_declared_families() {
         let patterns = |config: &Config| -> Vec<String> {
-            let catalog = config.catalog.catalog().unwrap();
-            catalog.entries().iter().map(|entry| entry.pattern.as_str().to_owned()).collect()
+            config.catalog.entries().iter().map(|entry| entry.pattern.as_str().to_owned()).collect()
         };
         let default = load("", &[], &Overrides::default()).unwrap();
         assert_eq!(patterns(&default).len(), 33, "the control-plane preset by default, then Outbox's own");
@@ -588,17 +644,15 @@ mod tests {
         let file =
             format!("[webhooks]\nseal_key = \"{key}\"\nallowed_cidrs = [\"10.20.0.0/16\"]\nmax_per_tenant = 5\n");
         let config = load(&file, &[], &Overrides::default()).unwrap();
-        assert!(config.webhooks.seal_key().unwrap().is_some());
+        assert!(config.webhooks.seal_key.is_some());
         assert_eq!(config.webhooks.max_per_tenant, 5);
-        assert_eq!(config.webhooks.targets(false).unwrap().allowed.len(), 1);
+        assert_eq!(config.targets().allowed, ["10.20.0.0/16".parse().unwrap()]);
+        assert!(!config.targets().allow_private);
         let from_env = load("", &[("OUTBOX_WEBHOOK_SEAL_KEY", &key)], &Overrides::default()).unwrap();
-        assert!(from_env.webhooks.seal_key().unwrap().is_some());
-        assert!(load("", &[], &Overrides::default()).unwrap().webhooks.seal_key().unwrap().is_none());
+        assert!(from_env.webhooks.seal_key.is_some());
+        assert!(load("", &[], &Overrides::default()).unwrap().webhooks.seal_key.is_none());
 
-        refused(
-            "[webhooks]\nseal_key = \"c2hvcnQ=\"\n",
-            "webhooks.seal_key (or OUTBOX_WEBHOOK_SEAL_KEY): a seal key is the base64 of 32",
-        );
+        refused("[webhooks]\nseal_key = \"c2hvcnQ=\"\n", "webhooks.seal_key: a seal key is the base64 of 32");
         refused("[webhooks]\nallowed_cidrs = [\"10.20.0.1/16\"]\n", "webhooks.allowed_cidrs[0]");
         refused("[webhooks]\nmax_per_tenant = 0\n", "webhooks.max_per_tenant");
         refused("[webhooks]\nseal = \"x\"\n", "unknown field `seal`");
@@ -722,11 +776,11 @@ mod tests {
     fn doctor_retention_and_metrics_tables() {
         let text = "[doctor]\nlong_transaction_seconds = 5\n[retention]\nevery_seconds = 10\n[metrics]\ntenant_classes = { acme = \"enterprise\" }\n";
         let config = load(text, &[], &Overrides::default()).unwrap();
-        assert_eq!(config.doctor, DoctorConfig { long_transaction_seconds: 5, sink_lag_events: 10_000 });
+        assert_eq!(config.doctor, Thresholds { long_transaction: Duration::from_secs(5), sink_lag: 10_000 });
         assert_eq!(config.retention.every_seconds, 10);
         assert_eq!(config.metrics.tenant_classes["acme"], "enterprise");
         let config = load(text, &[("OUTBOX_DOCTOR_LONG_TX_SECONDS", "7")], &Overrides::default()).unwrap();
-        assert_eq!(config.doctor.long_transaction_seconds, 7);
+        assert_eq!(config.doctor.long_transaction, Duration::from_secs(7));
         let err = load("", &[("OUTBOX_DOCTOR_LONG_TX_SECONDS", "soon")], &Overrides::default()).unwrap_err();
         assert!(err.contains("OUTBOX_DOCTOR_LONG_TX_SECONDS"), "{err}");
         refused("[retention]\nbatch = 0\n", "retention.batch: must be at least 1");

@@ -59,12 +59,26 @@ fn with_server_allocator_options() {
 #[cfg(not(all(unix, not(target_env = "msvc"))))]
 fn with_server_allocator_options() {}
 
+/// What `outbox dev` logs unless `--verbose` or `OUTBOX_LOG` asks for more: warnings and
+/// errors, but not a delivery's failures (a sink or subscription backing off, an event
+/// dead-lettered), which the console shows where they belong, beside the sink.
+const DEV_LOG: &str = "warn,outbox_workers::dispatcher::runner=error";
+
+/// The log filter: `OUTBOX_LOG` when set, else `info`, except for `outbox dev` without
+/// `--verbose` ([`DEV_LOG`]): its operational lines (roles started, leases and shards
+/// taken) would bury what it prints for a newcomer.
+fn log_filter(command: &Command) -> tracing_subscriber::EnvFilter {
+    let asked = std::env::var("OUTBOX_LOG").ok().filter(|filter| !filter.is_empty());
+    let default = match command {
+        Command::Dev(args) if !args.verbose => DEV_LOG,
+        _ => "info",
+    };
+    asked.and_then(|filter| tracing_subscriber::EnvFilter::try_new(filter).ok()).unwrap_or_else(|| default.into())
+}
+
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("OUTBOX_LOG").unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    tracing_subscriber::fmt().with_env_filter(log_filter(&cli.command)).with_writer(std::io::stderr).init();
     if matches!(cli.command, Command::Serve(_) | Command::Dev(_)) {
         with_server_allocator_options();
     }

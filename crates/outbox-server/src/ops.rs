@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use outbox_pg::sqlx::PgPool;
 use outbox_workers::config::build_spec;
-use outbox_workers::doctor::{DoctorConfig, Thresholds};
+use outbox_workers::doctor::DoctorConfig;
 use outbox_workers::retention::{Holders, Retention, RetentionConfig};
 
 use crate::config::{Config, Role};
@@ -109,9 +109,6 @@ pub fn doctor_config(config: &Config) -> anyhow::Result<DoctorConfig> {
         sinks,
         min_age: Duration::from_secs(config.retention.min_age_seconds),
         holders: holders(config),
-        thresholds: Thresholds {
-            long_transaction: Duration::from_secs(config.doctor.long_transaction_seconds),
-            sink_lag: config.doctor.sink_lag_events,
-        },
+        thresholds: config.doctor,
     })
 }

@@ -20,10 +20,10 @@ use std::time::Duration;
 use anyhow::Context;
 use hyper_util::server::graceful::GracefulShutdown;
 use outbox_core::webhook::PingOutcome;
-use outbox_http::{ApiError, BoxFuture, OutboxService, WebhookConfig, WebhookDelivery, WebhookRoutes};
+use outbox_http::{ApiError, BoxFuture, OutboxService, WebhookDelivery, WebhookRoutes};
 use outbox_pg::sqlx::PgPool;
-use outbox_pg::tail::{Tail, TailOptions};
-use outbox_workers::{Subscribers, WebhookClient, WebhookDeliveries, WebhookDeliveryConfig};
+use outbox_pg::tail::Tail;
+use outbox_workers::{Subscribers, WebhookClient, WebhookDeliveries};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -46,22 +46,21 @@ fn webhook_routes(
     config: &Config,
     pool: &PgPool,
     authorizer: Arc<dyn outbox_http::Authorizer>,
-    catalog: outbox_core::Catalog,
 ) -> anyhow::Result<WebhookRoutes> {
-    let seal_key = config.webhooks.seal_key()?.map(Arc::new);
+    let seal_key = &config.webhooks.seal_key;
     if seal_key.is_none() && config.roles.has(Role::Http) {
         tracing::warn!(
             "webhook subscriptions are off: no [webhooks] seal_key (env OUTBOX_WEBHOOK_SEAL_KEY); their routes answer UNAVAILABLE"
         );
     }
-    let targets = config.webhooks.targets(config.allow_private_targets)?;
-    let delivery = match &seal_key {
-        Some(key) => Some(WebhookClient::new(pool.clone(), key.clone(), &delivery_config(config)?)?),
+    let delivery = match seal_key {
+        Some(key) => {
+            Some(WebhookClient::new(pool.clone(), key.clone(), &config.webhooks.deliveries(config.targets()))?)
+        }
         None => None,
     };
-    let webhooks =
-        WebhookConfig { seal_key, max_per_tenant: config.webhooks.max_per_tenant, targets, ..WebhookConfig::default() };
-    let routes = WebhookRoutes::new(pool.clone(), authorizer, catalog, webhooks);
+    let routes =
+        WebhookRoutes::new(pool.clone(), authorizer, config.catalog.clone(), config.webhooks.routes(config.targets()));
     Ok(match delivery {
         Some(client) => routes.with_delivery(Arc::new(ClientDelivery(client))),
         None => routes,
@@ -86,26 +85,16 @@ impl WebhookDelivery for ClientDelivery {
     }
 }
 
-/// How `config` delivers webhook subscriptions.
-fn delivery_config(config: &Config) -> anyhow::Result<WebhookDeliveryConfig> {
-    Ok(WebhookDeliveryConfig {
-        targets: config.webhooks.targets(config.allow_private_targets)?,
-        timeout: Duration::from_millis(config.webhooks.timeout_ms),
-        disable_after: Duration::from_secs(config.webhooks.disable_after_seconds),
-        ..WebhookDeliveryConfig::default()
-    })
-}
-
 /// The webhook subscriptions' deliveries, in a process with the `sinks` role and a seal key.
 /// Caught-up subscriptions wait on the process's shared `tail` instead of polling.
 fn webhook_deliveries(config: &Config, pool: &PgPool, tail: &Tail) -> anyhow::Result<Option<WebhookDeliveries>> {
-    let Some(seal_key) = config.webhooks.seal_key()? else { return Ok(None) };
+    let Some(seal_key) = &config.webhooks.seal_key else { return Ok(None) };
     if !config.roles.has(Role::Sinks) {
         return Ok(None);
     }
-    let mut deliveries = delivery_config(config)?;
+    let mut deliveries = config.webhooks.deliveries(config.targets());
     deliveries.dispatcher.tail = Some(tail.clone());
-    Ok(Some(WebhookDeliveries::start(pool.clone(), Arc::new(seal_key), deliveries).context("the webhook deliveries")?))
+    Ok(Some(WebhookDeliveries::start(pool.clone(), seal_key.clone(), deliveries).context("the webhook deliveries")?))
 }
 
 /// A server process's HTTP side, bound and ready to serve.
@@ -123,17 +112,15 @@ impl Server {
     /// (starting the sinks' loops when the process has the `sinks` role), and binds
     /// `config.listen`. The database must be migrated already.
     pub async fn start(config: &Config, pool: PgPool) -> anyhow::Result<Server> {
-        let tail_options = TailOptions { poll: Duration::from_millis(config.watch.poll_ms), ..TailOptions::default() };
-        let tail = Tail::new(pool.clone(), tail_options);
+        let tail = Tail::new(pool.clone(), config.tail());
         let subscribers = config.roles.has(Role::Subscribers).then(|| Subscribers::new(pool.clone(), tail.clone()));
         let revocations = Revocations::new();
         let authorizer = Arc::new(TokenAuthorizer::new(&config.auth, revocations.clone())?);
-        let catalog = config.catalog.catalog()?;
         let service = OutboxService::new(pool.clone(), authorizer.clone())
             .with_options(config.watch)
-            .with_catalog(catalog.clone())
+            .with_catalog(config.catalog.clone())
             .with_tail(tail.clone());
-        let webhooks = webhook_routes(config, &pool, authorizer.clone(), catalog)?;
+        let webhooks = webhook_routes(config, &pool, authorizer.clone())?;
         let deliveries = webhook_deliveries(config, &pool, &tail)?;
         let poller = Poller::start(pool.clone(), revocations.clone(), service.registry().clone())
             .await

@@ -1,9 +1,15 @@
 //! `[[sinks]]` as the server's TOML writes it (SPEC §7.5), and building sinks from it.
 //!
 //! One flat table per sink: the common keys (`id`, `kind`, `types`, `tenant`,
-//! `batch`, `encoding`, `max_attempts`) and the keys of its kind. A key of another
+//! `batch`, `encoding`, `max_attempts`, `source`) and the keys of its kind. A key of another
 //! kind, an unknown key, or a missing required key is refused with a message that
 //! names the key (`sinks[billing].url`).
+//!
+//! Which kind takes which key is written once, in [`SinkKind::keys`] (an exhaustive
+//! match, so a new kind cannot be added without its keys); the presence check, the
+//! "belongs to kind …" and "is required" messages and the tests are all read from it.
+//! Whether a key is set is read in [`SinkConfig::kind_keys_given`], which names every
+//! field of [`SinkConfig`], so a new field does not compile until it is classified.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,7 +54,94 @@ pub enum SinkKind {
     Rabbitmq,
 }
 
+/// One key a kind takes beyond the common ones: one row of [`SinkKind::keys`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindKey {
+    /// The key as the table writes it (`url`).
+    pub name: &'static str,
+    /// Whether a sink of the kind must have it.
+    pub required: bool,
+    /// What it means for this kind, as the messages say it.
+    pub meaning: &'static str,
+    /// A value that builds, as JSON (the tests and the documentation's examples use it).
+    pub example: &'static str,
+}
+
+const fn required(name: &'static str, meaning: &'static str, example: &'static str) -> KindKey {
+    KindKey { name, required: true, meaning, example }
+}
+
+const fn optional(name: &'static str, meaning: &'static str, example: &'static str) -> KindKey {
+    KindKey { name, required: false, meaning, example }
+}
+
+/// `timeout_ms` as the request-answering kinds take it.
+const REQUEST_TIMEOUT: KindKey = optional("timeout_ms", "how long one request may take (default 10,000 ms)", "10000");
+
+// The table of kinds and keys, a row a kind; `SinkKind::keys` maps every kind to its row.
+
+const WEBHOOK_KEYS: &[KindKey] = &[
+    required("url", "the target, an http or https URL", r#""https://example.com/hook""#),
+    required("secret", "the Standard Webhooks secret, whsec_<base64>", r#""whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw""#),
+    REQUEST_TIMEOUT,
+];
+
+const NATS_KEYS: &[KindKey] = &[
+    required("url", "the NATS server", r#""nats://127.0.0.1:4222""#),
+    REQUEST_TIMEOUT,
+    optional("subject", "the subject template (default outbox.{tenantId}.{type})", r#""outbox.{tenantId}.{type}""#),
+    optional("stream", "a JetStream stream to create when absent", r#""OUTBOX""#),
+    optional("duplicate_window_secs", "the duplicate window of the stream it creates (default 120)", "120"),
+];
+
+const REDIS_KEYS: &[KindKey] = &[
+    required("url", "the Redis server", r#""redis://127.0.0.1:6379""#),
+    REQUEST_TIMEOUT,
+    optional("key", "the stream key template (default outbox:{tenantId})", r#""outbox:{tenantId}""#),
+    optional("maxlen", "XADD … MAXLEN ~ maxlen", "100000"),
+];
+
+const JSONL_KEYS: &[KindKey] = &[required("path", "the file to append to", r#""/tmp/outbox-sink.jsonl""#)];
+
+const KAFKA_KEYS: &[KindKey] = &[
+    required("brokers", "the bootstrap brokers, host:port[,host:port…]", r#""127.0.0.1:9092""#),
+    optional("timeout_ms", "how long a message may wait for its delivery report (default 10,000 ms)", "10000"),
+    optional("topic", "the topic template (default outbox.{tenantId})", r#""outbox.{tenantId}""#),
+    optional("properties", "extra librdkafka properties", r#"{"compression.type": "zstd"}"#),
+];
+
+const RABBITMQ_KEYS: &[KindKey] = &[
+    required(
+        "url",
+        "the server, rabbitmq-stream://user:password@host:5552/%2f",
+        r#""rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f""#,
+    ),
+    REQUEST_TIMEOUT,
+    optional("stream", "the stream to publish to, created when absent (default outbox)", r#""outbox""#),
+];
+
 impl SinkKind {
+    /// Every kind, in the order the documentation lists them.
+    pub const ALL: [SinkKind; 6] =
+        [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl, SinkKind::Kafka, SinkKind::Rabbitmq];
+
+    /// The keys this kind takes beyond the common ones: the one table of kinds and keys.
+    pub fn keys(self) -> &'static [KindKey] {
+        match self {
+            SinkKind::Webhook => WEBHOOK_KEYS,
+            SinkKind::Nats => NATS_KEYS,
+            SinkKind::Redis => REDIS_KEYS,
+            SinkKind::Jsonl => JSONL_KEYS,
+            SinkKind::Kafka => KAFKA_KEYS,
+            SinkKind::Rabbitmq => RABBITMQ_KEYS,
+        }
+    }
+
+    /// The kinds that take the key `name`.
+    pub fn taking(name: &str) -> Vec<SinkKind> {
+        SinkKind::ALL.into_iter().filter(|kind| kind.keys().iter().any(|key| key.name == name)).collect()
+    }
+
     /// The kind as `[[sinks]] kind` writes it, which is also the name of its crate feature.
     pub fn name(self) -> &'static str {
         match self {
@@ -186,22 +279,6 @@ pub const DEFAULT_TOPIC: &str = "outbox.{tenantId}";
 /// The default duplicate window of a JetStream stream the nats sink creates.
 pub const DEFAULT_DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
-/// Which keys belong to which kind (the common keys belong to all).
-const KIND_KEYS: &[(&str, &[SinkKind])] = &[
-    ("url", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Rabbitmq]),
-    ("secret", &[SinkKind::Webhook]),
-    ("timeout_ms", &[SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Kafka, SinkKind::Rabbitmq]),
-    ("subject", &[SinkKind::Nats]),
-    ("stream", &[SinkKind::Nats, SinkKind::Rabbitmq]),
-    ("duplicate_window_secs", &[SinkKind::Nats]),
-    ("key", &[SinkKind::Redis]),
-    ("maxlen", &[SinkKind::Redis]),
-    ("path", &[SinkKind::Jsonl]),
-    ("brokers", &[SinkKind::Kafka]),
-    ("topic", &[SinkKind::Kafka]),
-    ("properties", &[SinkKind::Kafka]),
-];
-
 impl SinkConfig {
     /// A sink of `kind` named `id` with every optional key at its default.
     pub fn new(id: impl Into<String>, kind: SinkKind) -> SinkConfig {
@@ -266,39 +343,63 @@ impl SinkConfig {
         if !self.kind.is_built() {
             return Err(self.not_built());
         }
-        let present = [
-            ("url", self.url.is_some()),
-            ("secret", self.secret.is_some()),
-            ("timeout_ms", self.timeout_ms.is_some()),
-            ("subject", self.subject.is_some()),
-            ("stream", self.stream.is_some()),
-            ("duplicate_window_secs", self.duplicate_window_secs.is_some()),
-            ("key", self.key.is_some()),
-            ("maxlen", self.maxlen.is_some()),
-            ("path", self.path.is_some()),
-            ("brokers", self.brokers.is_some()),
-            ("topic", self.topic.is_some()),
-            ("properties", !self.properties.is_empty()),
-        ];
-        for (key, kinds) in KIND_KEYS {
-            let given = present.iter().any(|(name, set)| name == key && *set);
-            if given && !kinds.contains(&self.kind) {
-                let kinds: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
-                return Err(Error::config(self.key_name(key), format!("belongs to kind {}", kinds.join(" or "))));
+        let keys = self.kind.keys();
+        for (name, given) in self.kind_keys_given() {
+            if given && !keys.iter().any(|key| key.name == name) {
+                let kinds: Vec<&str> = SinkKind::taking(name).into_iter().map(SinkKind::name).collect();
+                return Err(Error::config(self.key_name(name), format!("belongs to kind {}", kinds.join(" or "))));
             }
         }
-        let required: &[&str] = match self.kind {
-            SinkKind::Webhook => &["url", "secret"],
-            SinkKind::Nats | SinkKind::Redis | SinkKind::Rabbitmq => &["url"],
-            SinkKind::Jsonl => &["path"],
-            SinkKind::Kafka => &["brokers"],
-        };
-        for key in required {
-            if !present.iter().any(|(name, set)| name == key && *set) {
-                return Err(Error::config(self.key_name(key), format!("is required for kind {:?}", self.kind)));
+        let given = self.kind_keys_given();
+        for key in keys.iter().filter(|key| key.required) {
+            if !given.iter().any(|(name, set)| *name == key.name && *set) {
+                let reason = format!("is required for kind {:?}: {}", self.kind.name(), key.meaning);
+                return Err(Error::config(self.key_name(key.name), reason));
             }
         }
         Ok(())
+    }
+
+    /// Each key that belongs to some kinds only, and whether this table sets it. The
+    /// destructuring names every field, so a field added to [`SinkConfig`] does not
+    /// compile until it is listed here (or marked common with `_`).
+    pub fn kind_keys_given(&self) -> [(&'static str, bool); 12] {
+        let SinkConfig {
+            id: _,
+            kind: _,
+            types: _,
+            tenant: _,
+            batch: _,
+            encoding: _,
+            max_attempts: _,
+            source: _,
+            url,
+            secret,
+            timeout_ms,
+            subject,
+            stream,
+            duplicate_window_secs,
+            key,
+            maxlen,
+            path,
+            brokers,
+            topic,
+            properties,
+        } = self;
+        [
+            ("url", url.is_some()),
+            ("secret", secret.is_some()),
+            ("timeout_ms", timeout_ms.is_some()),
+            ("subject", subject.is_some()),
+            ("stream", stream.is_some()),
+            ("duplicate_window_secs", duplicate_window_secs.is_some()),
+            ("key", key.is_some()),
+            ("maxlen", maxlen.is_some()),
+            ("path", path.is_some()),
+            ("brokers", brokers.is_some()),
+            ("topic", topic.is_some()),
+            ("properties", !properties.is_empty()),
+        ]
     }
 
     /// The refusal of a kind whose feature this build leaves out.
@@ -363,30 +464,58 @@ pub fn build_spec(config: &SinkConfig) -> Result<SinkSpec> {
 mod tests {
     use super::*;
 
-    /// The smallest table of `kind` that builds when its sink is in the build.
-    fn minimal(kind: SinkKind) -> SinkConfig {
-        let mut config = SinkConfig::new("s1", kind);
-        match kind {
-            SinkKind::Webhook => {
-                config.url = Some("https://example.com/hook".into());
-                config.secret = Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into());
-            }
-            SinkKind::Nats => config.url = Some("nats://127.0.0.1:4222".into()),
-            SinkKind::Redis => config.url = Some("redis://127.0.0.1:6379".into()),
-            SinkKind::Jsonl => config.path = Some(std::env::temp_dir().join("outbox-config-unit.jsonl")),
-            SinkKind::Kafka => config.brokers = Some("127.0.0.1:9092".into()),
-            SinkKind::Rabbitmq => config.url = Some("rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f".into()),
+    /// A table of `kind` named `s1` with `keys` set to their examples.
+    fn table(kind: SinkKind, keys: &[KindKey]) -> SinkConfig {
+        let mut table = serde_json::json!({"id": "s1", "kind": kind.name()});
+        for key in keys {
+            table[key.name] = serde_json::from_str(key.example).expect("an example is JSON");
         }
-        config
+        serde_json::from_value(table).expect("every key of the table is a field of SinkConfig")
+    }
+
+    /// The smallest table of `kind`: its required keys, from the one table.
+    fn minimal(kind: SinkKind) -> SinkConfig {
+        let required: Vec<KindKey> = kind.keys().iter().copied().filter(|key| key.required).collect();
+        table(kind, &required)
+    }
+
+    #[track_caller]
+    fn refused(config: &SinkConfig, fragment: &str) {
+        let message = config.validate().err().map(|error| error.to_string()).unwrap_or_default();
+        assert!(message.contains(fragment), "{config:?}: {message:?} lacks {fragment:?}");
+    }
+
+    #[test]
+    fn every_key_of_every_kind_is_checked_from_the_one_table() {
+        let given: Vec<&str> = minimal(SinkKind::Jsonl).kind_keys_given().iter().map(|(name, _)| *name).collect();
+        for kind in SinkKind::ALL.into_iter().filter(|kind| kind.is_built()) {
+            let keys = kind.keys();
+            assert!(minimal(kind).validate().is_ok(), "{kind:?}: {:?}", minimal(kind).validate());
+            assert!(table(kind, keys).validate().is_ok(), "{kind:?} with every key it takes");
+            for key in keys {
+                assert!(given.contains(&key.name), "{kind:?}.{} is never read by kind_keys_given", key.name);
+                if key.required {
+                    let without: Vec<KindKey> = keys.iter().copied().filter(|k| k.required && k != key).collect();
+                    refused(&table(kind, &without), &format!("sinks[s1].{}: is required for kind", key.name));
+                }
+            }
+            let others = SinkKind::ALL.into_iter().flat_map(SinkKind::keys);
+            for other in others.filter(|other| !keys.iter().any(|key| key.name == other.name)) {
+                let mut with: Vec<KindKey> = keys.iter().copied().filter(|k| k.required).collect();
+                with.push(*other);
+                refused(&table(kind, &with), &format!("sinks[s1].{}: belongs to kind", other.name));
+            }
+        }
+        for name in given {
+            assert!(!SinkKind::taking(name).is_empty(), "{name} is read but no kind takes it");
+        }
     }
 
     /// Run with the default features (every sink) and, in `cargo xtask ci`, without them.
     #[test]
     fn a_kind_builds_when_its_feature_is_on_and_is_refused_naming_it_when_off() {
         assert!(SinkKind::Jsonl.is_built());
-        let kinds =
-            [SinkKind::Webhook, SinkKind::Nats, SinkKind::Redis, SinkKind::Jsonl, SinkKind::Kafka, SinkKind::Rabbitmq];
-        for kind in kinds {
+        for kind in SinkKind::ALL {
             let built = build_sink(&minimal(kind));
             if kind.is_built() {
                 assert!(built.is_ok(), "{kind:?}: {:?}", built.err());

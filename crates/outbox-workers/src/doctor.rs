@@ -24,7 +24,7 @@ use std::time::Duration;
 use outbox_pg::Migrator;
 use outbox_pg::internal::{dead_letter, inspect, retention};
 use outbox_pg::sqlx::PgPool;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{SinkFilter, SinkState, sink_status};
 
@@ -67,13 +67,22 @@ impl Finding {
     }
 }
 
-/// The thresholds of the checks (`[doctor]` in the server's configuration).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The thresholds of the checks. The server's `[doctor]` table is this type, read with the
+/// keys `long_transaction_seconds` and `sink_lag_events`; a key left out keeps its default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Thresholds {
     /// A transaction open longer than this is reported (default 60 s).
+    #[serde(rename = "long_transaction_seconds", deserialize_with = "seconds")]
     pub long_transaction: Duration,
     /// A sink further behind than this many events is reported (default 10,000).
+    #[serde(rename = "sink_lag_events")]
     pub sink_lag: u64,
+}
+
+/// A duration written as whole seconds.
+fn seconds<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    u64::deserialize(deserializer).map(Duration::from_secs)
 }
 
 impl Default for Thresholds {

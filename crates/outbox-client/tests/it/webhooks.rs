@@ -10,7 +10,8 @@ use crate::support::{client, config, database, token};
 async fn a_tenant_manages_its_subscriptions_through_the_client() {
     let db = database().await;
     let mut config = config();
-    config.webhooks.seal_key = Some(outbox_pg::internal::seal::SealKey::generate().unwrap());
+    let seal_key = outbox_pg::internal::seal::SealKey::generate().unwrap();
+    config.webhooks.seal_key = Some(std::sync::Arc::new(outbox_pg::internal::seal::SealKey::parse(&seal_key).unwrap()));
     config.allow_private_targets = true;
     let server = Server::start(&config, db.pool.clone()).await.expect("starting the server");
     let addr = server.local_addr();

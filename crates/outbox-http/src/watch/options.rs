@@ -39,7 +39,7 @@ impl Default for WatchOptions {
         WatchOptions {
             retry_ms: 2_000,
             heartbeat_ms: 15_000,
-            poll_ms: 100,
+            poll_ms: u64::try_from(TailOptions::default().poll.as_millis()).unwrap_or(u64::MAX),
             batch: 500,
             max_duration_ms: 3_600_000,
             reauthorize_ms: 60_000,
@@ -77,8 +77,9 @@ impl WatchOptions {
         self.batch.clamp(1, MAX_LIMIT)
     }
 
-    /// How the process's shared tail reads when this service starts its own.
-    pub(crate) fn tail(&self) -> TailOptions {
+    /// How the process's shared tail reads: every `poll_ms`, the tail's own batch. The
+    /// service uses it when it starts its own tail; a host that starts one does the same.
+    pub fn tail(&self) -> TailOptions {
         TailOptions { poll: self.poll(), ..TailOptions::default() }
     }
 

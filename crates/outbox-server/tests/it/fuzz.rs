@@ -10,7 +10,7 @@ use hyper_util::rt::TokioIo;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 
-use crate::support::{TestServer, config, database, token};
+use crate::support::{TestServer, config, database, seal_key, token};
 
 /// Every route of the bundled server, and paths beside them (those that take most
 /// parameters more often).
@@ -199,7 +199,7 @@ async fn no_input_makes_any_route_answer_5xx() {
     let mut config = config();
     let sink = serde_json::json!({"id": "audit", "kind": "jsonl", "path": std::env::temp_dir().join(format!("outbox-fuzz-{}.jsonl", std::process::id()))});
     config.sinks.push(serde_json::from_value(sink).expect("a jsonl sink"));
-    config.webhooks.seal_key = Some(outbox_pg::internal::seal::SealKey::generate().expect("a seal key"));
+    config.webhooks.seal_key = Some(std::sync::Arc::new(seal_key()));
     config.validate().expect("the configuration");
     let server = TestServer::start(&db, config).await;
     let (addr, tokens) = (server.addr, tokens());

@@ -131,7 +131,7 @@ async fn the_server_mounts_the_webhook_routes_behind_its_seal_key() {
     drop(without);
 
     let mut sealed = config();
-    sealed.webhooks.seal_key = Some(outbox_pg::internal::seal::SealKey::generate().unwrap());
+    sealed.webhooks.seal_key = Some(std::sync::Arc::new(crate::support::seal_key()));
     let server = TestServer::start(&db, sealed.clone()).await;
     let loopback = serde_json::json!({"url": "https://127.0.0.1:9/hook"});
     let reply = post(server.addr, "/webhooks", Some(&writer), &loopback).await;

@@ -87,3 +87,9 @@ pub(crate) fn token(tenant: &str, scopes: &str, sid: Option<&str>) -> String {
     };
     issue(SECRET, &request).unwrap()
 }
+
+/// A new seal key for a test server's webhook subscriptions.
+pub(crate) fn seal_key() -> outbox_pg::internal::seal::SealKey {
+    let text = outbox_pg::internal::seal::SealKey::generate().expect("a seal key");
+    outbox_pg::internal::seal::SealKey::parse(&text).expect("a generated key parses")
+}

@@ -1,4 +1,4 @@
-//! `outbox dev --demo`: a steady trickle of plausible events, so the stream moves at once.
+//! The demo's events: a steady trickle of plausible events, so the stream moves at once.
 //!
 //! Three tenants each run a small GPU fleet: pools are created and updated, nodes join,
 //! report their status and sometimes lose a GPU or their connection, and reservations go
