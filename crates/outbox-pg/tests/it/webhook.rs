@@ -47,7 +47,7 @@ async fn a_tenant_sees_and_changes_only_its_own_subscriptions() {
     assert_eq!(webhook::get(&db.pool, Some("acme"), &globex.id).await.unwrap(), None, "another tenant's is not found");
     assert!(webhook::get(&db.pool, None, &globex.id).await.unwrap().is_some(), "an administrator finds any");
     let listed = webhook::list(&db.pool, "acme", None, 100).await.unwrap();
-    assert_eq!(listed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), [acme.id.as_str()]);
+    assert_eq!(listed.iter().map(|o| o.webhook.id.as_str()).collect::<Vec<_>>(), [acme.id.as_str()]);
 
     let patch = Patch { enabled: Some(false), ..Patch::default() };
     assert_eq!(webhook::update(&db.pool, &key, Some("acme"), &globex.id, &patch).await.unwrap(), None);
