@@ -262,6 +262,24 @@ impl Receiver {
     }
 }
 
+/// Sink `hook`: a webhook to `receiver`, two attempts an event.
+fn hook_config(receiver: &Receiver) -> ConfigFile {
+    ConfigFile::new(&format!(
+        "[[sinks]]\nid = \"hook\"\nkind = \"webhook\"\nurl = \"http://{}/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nbatch = 10\nmax_attempts = 2\n",
+        receiver.addr
+    ))
+}
+
+/// Waits until sink `hook` has `letters` dead letters and its cursor stands at `last`.
+async fn dead_lettered(addr: SocketAddr, admin: &str, letters: u64, last: Position) {
+    wait_for("the poison events to be dead-lettered", Duration::from_secs(30), || async {
+        let status = get(addr, "/sinks/hook", Some(admin)).await.json();
+        status["deadLetters"] == letters && status["position"] == json!(last.to_string())
+    })
+    .await;
+}
+
 fn cli(db: &TestDb, args: &[&str]) -> (bool, String, String) {
     let output = run(args, &[("DATABASE_URL", &db.url)]);
     let (out, err) = text(&output);
@@ -276,19 +294,11 @@ async fn sink_state_and_dead_letters_over_http_and_the_command_line() {
     batch[2].data = json!({ "poison": true });
     let events = publish(&db, &batch).await;
     let poison = &events[2];
-    let config = ConfigFile::new(&format!(
-        "[[sinks]]\nid = \"hook\"\nkind = \"webhook\"\nurl = \"http://{}/hook\"\n\
-         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nbatch = 10\nmax_attempts = 2\n",
-        receiver.addr
-    ));
+    let config = hook_config(&receiver);
     let (mut server, addr) = serve(&db, "all", &config);
     let admin = issue_token(&["--tenant", "acme", "--scopes", "admin"]);
     let last = events.last().unwrap().sequence;
-    wait_for("the poison event to be dead-lettered", Duration::from_secs(30), || async {
-        let status = get(addr, "/sinks/hook", Some(&admin)).await.json();
-        status["deadLetters"] == 1 && status["position"] == json!(last.to_string())
-    })
-    .await;
+    dead_lettered(addr, &admin, 1, last).await;
     let others: Vec<Event> = events.iter().filter(|e| e.id != poison.id).cloned().collect();
     assert_eq!(*receiver.accepted.lock(), others, "the other four, in order");
 
@@ -385,19 +395,11 @@ async fn a_bulk_replay_replays_a_sinks_pending_letters_since_a_time_or_all() {
     batch[1].data = json!({ "poison": true });
     batch[3].data = json!({ "poison": true });
     let events = publish(&db, &batch).await;
-    let config = ConfigFile::new(&format!(
-        "[[sinks]]\nid = \"hook\"\nkind = \"webhook\"\nurl = \"http://{}/hook\"\n\
-         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nbatch = 10\nmax_attempts = 2\n",
-        receiver.addr
-    ));
+    let config = hook_config(&receiver);
     let (mut server, addr) = serve(&db, "all", &config);
     let admin = issue_token(&["--tenant", "acme", "--scopes", "admin"]);
     let last = events.last().unwrap().sequence;
-    wait_for("both poison events to be dead-lettered", Duration::from_secs(30), || async {
-        let status = get(addr, "/sinks/hook", Some(&admin)).await.json();
-        status["deadLetters"] == 2 && status["position"] == json!(last.to_string())
-    })
-    .await;
+    dead_lettered(addr, &admin, 2, last).await;
     let letters = get(addr, "/sinks/hook/dead-letters", Some(&admin)).await.json();
     let ids: Vec<i64> = letters["items"].as_array().unwrap().iter().map(|l| l["id"].as_i64().unwrap()).collect();
     assert_eq!(ids.len(), 2, "{letters}");

@@ -19,7 +19,6 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body as HttpBody;
 use outbox_core::ErrorCode;
@@ -135,28 +134,28 @@ impl<S: SinkAdmin> SinkRoutes<S> {
         B::Error: Display,
     {
         let (parts, body) = request.into_parts();
-        Box::pin(self.route(&parts, body)).await.unwrap_or_else(ApiError::into_response)
+        let answer = async {
+            let path = parts.uri.path();
+            let route = pick(path, &parts.method, SinkRoute::served(&segments(path)))?;
+            authorize_admin(self.authorizer.as_ref(), &parts.headers, "managing sinks").await?;
+            let known = if matches!(route, SinkRoute::DeadLetters(_)) { dead_letters::PAGE_PARAMETERS } else { &[] };
+            let query = Query::parse(parts.uri.query(), known)?;
+            let body =
+                if matches!(route, SinkRoute::ReplayAll(_)) { read_limited(body, BODY_LIMIT).await? } else { Bytes::new() };
+            self.answer(route, &query, body).await
+        };
+        Box::pin(answer).await.unwrap_or_else(ApiError::into_response)
     }
 
-    async fn route<B>(&self, parts: &Parts, body: B) -> Result<Response<Body>, ApiError>
-    where
-        B: HttpBody<Data = Bytes> + Send + 'static,
-        B::Error: Display,
-    {
-        let path = parts.uri.path();
-        let route = pick(path, &parts.method, SinkRoute::served(&segments(path)))?;
-        authorize_admin(self.authorizer.as_ref(), &parts.headers, "managing sinks").await?;
-        let known = if matches!(route, SinkRoute::DeadLetters(_)) { dead_letters::PAGE_PARAMETERS } else { &[] };
-        let query = Query::parse(parts.uri.query(), known)?;
+    async fn answer(&self, route: SinkRoute<'_>, query: &Query, body: Bytes) -> Result<Response<Body>, ApiError> {
         match route {
             SinkRoute::List => Ok(ok(&Items::all(self.sinks.statuses().await?))),
             SinkRoute::Status(id) => Ok(ok(&self.sinks.status(id).await?)),
             SinkRoute::DeadLetters(id) => {
-                let (letters, more) = self.sinks.dead_letters(id, dead_letters::page(&query)?).await?;
+                let (letters, more) = self.sinks.dead_letters(id, dead_letters::page(query)?).await?;
                 Ok(ok(&letters_page(&letters, more)))
             }
             SinkRoute::ReplayAll(id) => {
-                let body = read_limited(body, BODY_LIMIT).await?;
                 let letters = SinkLetters { sinks: self.sinks.as_ref(), id };
                 Ok(ok(&dead_letters::replay_all(&letters, &body).await?))
             }

@@ -37,7 +37,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body::Body as HttpBody;
 use outbox_core::target::TargetPolicy;
@@ -182,35 +181,31 @@ impl WebhookRoutes {
 
     /// Handles one request. An unknown path under `/webhooks/` is a 404 JSON refusal; a
     /// known path with a method it does not serve is a 405 with `Allow`.
+    ///
+    /// It chooses the route, then checks the seal key, the caller, its scope, the query
+    /// and the body, in that order.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
     where
         B: HttpBody<Data = Bytes> + Send + 'static,
         B::Error: Display,
     {
         let (parts, body) = request.into_parts();
-        Box::pin(self.route(&parts, body)).await.unwrap_or_else(ApiError::into_response)
-    }
-
-    /// Chooses the route, then checks the seal key, the caller, its scope, the query and
-    /// the body, in that order.
-    async fn route<B>(&self, parts: &Parts, body: B) -> Result<Response<Body>, ApiError>
-    where
-        B: HttpBody<Data = Bytes> + Send + 'static,
-        B::Error: Display,
-    {
-        let path = parts.uri.path();
-        let route = pick(path, &parts.method, WebhookRoute::served(&segments(path)))?;
-        let key = self.config.seal_key.clone().ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::Unavailable,
-                "webhook subscriptions need a seal key: set [webhooks] seal_key or OUTBOX_WEBHOOK_SEAL_KEY",
-            )
-        })?;
-        let grant = self.authorizer.authorize(&parts.headers).await?;
-        require_scope(&grant, scope::WEBHOOKS_WRITE)?;
-        let query = Query::parse(parts.uri.query(), route.parameters())?;
-        let body = if route.has_body() { read_limited(body, BODY_LIMIT).await? } else { Bytes::new() };
-        self.answer(&Call { grant, key, query, body, route }).await
+        let answer = async {
+            let path = parts.uri.path();
+            let route = pick(path, &parts.method, WebhookRoute::served(&segments(path)))?;
+            let key = self.config.seal_key.clone().ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    "webhook subscriptions need a seal key: set [webhooks] seal_key or OUTBOX_WEBHOOK_SEAL_KEY",
+                )
+            })?;
+            let grant = self.authorizer.authorize(&parts.headers).await?;
+            require_scope(&grant, scope::WEBHOOKS_WRITE)?;
+            let query = Query::parse(parts.uri.query(), route.parameters())?;
+            let body = if route.has_body() { read_limited(body, BODY_LIMIT).await? } else { Bytes::new() };
+            self.answer(&Call { grant, key, query, body, route }).await
+        };
+        Box::pin(answer).await.unwrap_or_else(ApiError::into_response)
     }
 
     async fn answer(&self, call: &Call<'_>) -> Result<Response<Body>, ApiError> {
