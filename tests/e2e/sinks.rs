@@ -409,7 +409,8 @@ async fn a_bulk_replay_replays_a_sinks_pending_letters_since_a_time_or_all() {
     assert_eq!(refused.status, 200, "{}", refused.body);
     let refused = refused.json();
     assert_eq!(refused["replayed"], json!([]));
-    let refused_ids: Vec<i64> = refused["refused"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let refused_ids: Vec<i64> =
+        refused["refused"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
     assert_eq!(refused_ids, ids, "each refusal named: {refused}");
     assert!(refused["refused"][0]["error"].as_str().unwrap().contains("400"), "{refused}");
 

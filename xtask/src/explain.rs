@@ -6,7 +6,7 @@
 //! switch to. Fails when a plan reads the outbox without an index or sorts it.
 
 use anyhow::{Context, bail};
-use outbox_core::Pattern;
+use outbox_core::{Pattern, Position};
 use outbox_pg::internal::read::{HEAD_STATEMENT, statement};
 use outbox_pg::{MAX_LIMIT, ReadRequest};
 use serde_json::Value;
@@ -26,7 +26,31 @@ pub(crate) fn run(rows: u64) -> anyhow::Result<()> {
 async fn explain_all(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
     fill(pool, rows).await?;
     let middle = outbox_pg::testkit::position_at(pool, rows / 2).await?.context("no row in the middle")?;
-    let cases = [
+    let mut failures = Vec::new();
+    for (title, request, index) in &cases(middle)? {
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            let plan = explain(pool, request, mode).await?;
+            println!("-- {title} ({mode}, {rows} rows)\n{}\n", plan.text);
+            if let Err(problem) = check_plan(&plan.json, index) {
+                failures.push(format!("{title} ({mode}): {problem}"));
+            }
+        }
+    }
+    let head = explain_head(pool).await?;
+    println!("-- head ({rows} rows)\n{}\n", head.text);
+    if let Err(problem) = check_plan(&head.json, "outbox_txid_seq") {
+        failures.push(format!("head: {problem}"));
+    }
+    if !failures.is_empty() {
+        bail!("a read plan does not use an index range scan:\n  {}", failures.join("\n  "));
+    }
+    println!("every read uses an index range scan and no sort of the table");
+    Ok(())
+}
+
+/// Each read explained: its title, the request and the index its plan must walk.
+fn cases(middle: Position) -> anyhow::Result<Vec<(&'static str, ReadRequest, &'static str)>> {
+    Ok(vec![
         ("global read from the start", ReadRequest::all().limit(100), "outbox_txid_seq"),
         ("global read from the middle", ReadRequest::all().after(middle).limit(100), "outbox_txid_seq"),
         ("tenant read from the start", ReadRequest::tenant("tenant-7").limit(100), "outbox_tenant_cursor"),
@@ -62,27 +86,7 @@ async fn explain_all(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
             ReadRequest::tenant("tenant-7").types([Pattern::parse("node.*")?]).descending(true).limit(100),
             "outbox_tenant_cursor",
         ),
-    ];
-    let mut failures = Vec::new();
-    for (title, request, index) in &cases {
-        for mode in ["force_custom_plan", "force_generic_plan"] {
-            let plan = explain(pool, request, mode).await?;
-            println!("-- {title} ({mode}, {rows} rows)\n{}\n", plan.text);
-            if let Err(problem) = check_plan(&plan.json, index) {
-                failures.push(format!("{title} ({mode}): {problem}"));
-            }
-        }
-    }
-    let head = explain_head(pool).await?;
-    println!("-- head ({rows} rows)\n{}\n", head.text);
-    if let Err(problem) = check_plan(&head.json, "outbox_txid_seq") {
-        failures.push(format!("head: {problem}"));
-    }
-    if !failures.is_empty() {
-        bail!("a read plan does not use an index range scan:\n  {}", failures.join("\n  "));
-    }
-    println!("every read uses an index range scan and no sort of the table");
-    Ok(())
+    ])
 }
 
 /// `rows` events over 100 tenants, written by 100 transactions.

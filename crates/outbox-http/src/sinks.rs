@@ -140,8 +140,11 @@ impl<S: SinkAdmin> SinkRoutes<S> {
             authorize_admin(self.authorizer.as_ref(), &parts.headers, "managing sinks").await?;
             let known = if matches!(route, SinkRoute::DeadLetters(_)) { dead_letters::PAGE_PARAMETERS } else { &[] };
             let query = Query::parse(parts.uri.query(), known)?;
-            let body =
-                if matches!(route, SinkRoute::ReplayAll(_)) { read_limited(body, BODY_LIMIT).await? } else { Bytes::new() };
+            let body = if matches!(route, SinkRoute::ReplayAll(_)) {
+                read_limited(body, BODY_LIMIT).await?
+            } else {
+                Bytes::new()
+            };
             self.answer(route, &query, body).await
         };
         Box::pin(answer).await.unwrap_or_else(ApiError::into_response)

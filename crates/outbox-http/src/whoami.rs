@@ -55,7 +55,10 @@ mod tests {
     fn the_grant_as_answered() {
         let mut grant = Grant::new("acme", ["webhooks:write", "events:read"]);
         let json = serde_json::to_value(WhoAmI::from(&grant)).unwrap();
-        assert_eq!(json, serde_json::json!({"tenantId": "acme", "scopes": ["events:read", "webhooks:write"], "admin": false}));
+        assert_eq!(
+            json,
+            serde_json::json!({"tenantId": "acme", "scopes": ["events:read", "webhooks:write"], "admin": false})
+        );
         grant.scopes.insert("admin".into());
         grant.expires_at = Some(OffsetDateTime::from_unix_timestamp(1_796_464_800).unwrap());
         grant.identity_id = Some("u1".into());

@@ -66,7 +66,9 @@ impl Claims {
             delegation_id: self.delegation_id,
             session_id: self.sid,
             scopes: self.scope.split_whitespace().map(str::to_owned).collect(),
-            expires_at: i64::try_from(self.exp).ok().and_then(|exp| time::OffsetDateTime::from_unix_timestamp(exp).ok()),
+            expires_at: i64::try_from(self.exp)
+                .ok()
+                .and_then(|exp| time::OffsetDateTime::from_unix_timestamp(exp).ok()),
         })
     }
 }

@@ -64,7 +64,11 @@ struct RotateBody {
 }
 
 /// A creation's body, checked: what the new subscription holds.
-pub(super) async fn new_webhook(body: &[u8], catalog: &Catalog, targets: &TargetPolicy) -> Result<NewWebhook, ApiError> {
+pub(super) async fn new_webhook(
+    body: &[u8],
+    catalog: &Catalog,
+    targets: &TargetPolicy,
+) -> Result<NewWebhook, ApiError> {
     let body: CreateBody = parse_json(body)?;
     let url = check_target(targets, &body.url).await?;
     let types = body.types.unwrap_or_else(|| vec!["*".to_owned()]);
@@ -115,7 +119,8 @@ pub(super) async fn patch(body: &[u8], catalog: &Catalog, targets: &TargetPolicy
 /// A rotation's body (empty: a generated secret and `default_grace`): the new secret, if
 /// given, and how long the old one keeps signing.
 pub(super) fn rotation(body: &[u8], default_grace: Duration) -> Result<(Option<Secret>, Duration), ApiError> {
-    let body: RotateBody = if body.iter().all(u8::is_ascii_whitespace) { RotateBody::default() } else { parse_json(body)? };
+    let body: RotateBody =
+        if body.iter().all(u8::is_ascii_whitespace) { RotateBody::default() } else { parse_json(body)? };
     let secret = body.secret.as_deref().map(Secret::parse).transpose().map_err(refused)?;
     Ok((secret, body.grace_period_seconds.map_or(default_grace, Duration::from_secs)))
 }

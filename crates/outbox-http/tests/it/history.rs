@@ -182,7 +182,8 @@ async fn newest_first_pages_stay_below_an_open_transaction_and_page_back_through
     // A transaction that stays open while writers commit after it and the history is paged.
     let mut open = server.pool().begin().await.unwrap();
     outbox_pg::publish(&mut *open, &event("node.joined", "acme", 1000)).await.unwrap();
-    let (open_txid,): (String,) = outbox_pg::sqlx::query_as("SELECT pg_current_xact_id()::text").fetch_one(&mut *open).await.unwrap();
+    let (open_txid,): (String,) =
+        outbox_pg::sqlx::query_as("SELECT pg_current_xact_id()::text").fetch_one(&mut *open).await.unwrap();
     let open_txid: u64 = open_txid.parse().unwrap();
     let pool = server.pool().clone();
     let writers = tokio::spawn(async move {

@@ -124,8 +124,12 @@ impl Page {
 /// more is read to know). The next page is `after` the last letter's id.
 pub async fn page<'e>(executor: impl PgExecutor<'e>, sink: &str, page: Page) -> Result<(Vec<DeadLetter>, bool)> {
     let limit = page.limit.clamp(1, MAX_PAGE);
-    let request =
-        ListRequest { sink: Some(sink.to_owned()), include_replayed: page.include_replayed, after_id: page.after, limit: limit + 1 };
+    let request = ListRequest {
+        sink: Some(sink.to_owned()),
+        include_replayed: page.include_replayed,
+        after_id: page.after,
+        limit: limit + 1,
+    };
     let mut letters = list(executor, &request).await?;
     let more = letters.len() > limit as usize;
     letters.truncate(limit as usize);
@@ -233,4 +237,3 @@ pub async fn count_pending<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(Str
     .await?;
     Ok(rows.into_iter().map(|(sink, n)| (sink, u64::try_from(n).unwrap_or(0))).collect())
 }
-

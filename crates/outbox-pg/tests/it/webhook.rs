@@ -282,7 +282,8 @@ async fn a_page_of_subscriptions_carries_each_ones_lag_and_newest_attempt_from_o
     let key = key();
     let mut ids = Vec::new();
     for types in [vec!["node.*"], vec!["*"], vec!["reservation.active", "node.left"]] {
-        let new = NewWebhook { types: types.into_iter().map(str::to_owned).collect(), ..new_webhook("https://a.example/h") };
+        let new =
+            NewWebhook { types: types.into_iter().map(str::to_owned).collect(), ..new_webhook("https://a.example/h") };
         ids.push(webhook::create(&db.pool, &key, "acme", &new, 100).await.unwrap().0.id);
     }
     let events: Vec<NewEvent> = [("node.joined", "acme"), ("node.left", "acme"), ("reservation.active", "acme")]

@@ -242,4 +242,3 @@ pub async fn record_outcome(
     tx.commit().await?;
     Ok(outcome)
 }
-
