@@ -1,4 +1,14 @@
 //! [`OutboxService`]: the routes of SPEC §5 as one mountable service.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /events?tenantId=&types=&type=&subject=&cursor=&limit=&order=` | `{"items":[Event…],"cursor":"<txid>:<seq>"}`: a page of history, oldest first from `cursor`, or newest first below it with `order=desc`; `cursor` only when more follow (protobuf on `Accept: application/x-protobuf`) |
+//! | `POST /events` | `201 {"ids":[…]}`: one event or `{"events":[…]}`, scope `events:write` |
+//! | `GET /watch` | the Server-Sent-Events stream, scope `events:read` |
+//! | `GET /event-types` | the catalog |
+//! | `GET /whoami` | the caller's grant: `{"tenantId","scopes":[sorted],"admin","expiresAt"?,"identityId"?}`, any valid credential |
+//!
+//! A path of `ROUTES` with another method is a 405 naming the path's methods in `Allow`.
 
 use std::convert::Infallible;
 use std::fmt::Display;
