@@ -13,3 +13,4 @@ mod sql_examples;
 mod support;
 mod token;
 mod webhooks;
+mod whoami;

@@ -262,6 +262,24 @@ impl Receiver {
     }
 }
 
+/// Sink `hook`: a webhook to `receiver`, two attempts an event.
+fn hook_config(receiver: &Receiver) -> ConfigFile {
+    ConfigFile::new(&format!(
+        "[[sinks]]\nid = \"hook\"\nkind = \"webhook\"\nurl = \"http://{}/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nbatch = 10\nmax_attempts = 2\n",
+        receiver.addr
+    ))
+}
+
+/// Waits until sink `hook` has `letters` dead letters and its cursor stands at `last`.
+async fn dead_lettered(addr: SocketAddr, admin: &str, letters: u64, last: Position) {
+    wait_for("the poison events to be dead-lettered", Duration::from_secs(30), || async {
+        let status = get(addr, "/sinks/hook", Some(admin)).await.json();
+        status["deadLetters"] == letters && status["position"] == json!(last.to_string())
+    })
+    .await;
+}
+
 fn cli(db: &TestDb, args: &[&str]) -> (bool, String, String) {
     let output = run(args, &[("DATABASE_URL", &db.url)]);
     let (out, err) = text(&output);
@@ -276,19 +294,11 @@ async fn sink_state_and_dead_letters_over_http_and_the_command_line() {
     batch[2].data = json!({ "poison": true });
     let events = publish(&db, &batch).await;
     let poison = &events[2];
-    let config = ConfigFile::new(&format!(
-        "[[sinks]]\nid = \"hook\"\nkind = \"webhook\"\nurl = \"http://{}/hook\"\n\
-         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nbatch = 10\nmax_attempts = 2\n",
-        receiver.addr
-    ));
+    let config = hook_config(&receiver);
     let (mut server, addr) = serve(&db, "all", &config);
     let admin = issue_token(&["--tenant", "acme", "--scopes", "admin"]);
     let last = events.last().unwrap().sequence;
-    wait_for("the poison event to be dead-lettered", Duration::from_secs(30), || async {
-        let status = get(addr, "/sinks/hook", Some(&admin)).await.json();
-        status["deadLetters"] == 1 && status["position"] == json!(last.to_string())
-    })
-    .await;
+    dead_lettered(addr, &admin, 1, last).await;
     let others: Vec<Event> = events.iter().filter(|e| e.id != poison.id).cloned().collect();
     assert_eq!(*receiver.accepted.lock(), others, "the other four, in order");
 
@@ -374,4 +384,51 @@ async fn sink_state_and_dead_letters_over_http_and_the_command_line() {
     assert!(ok, "{err}");
     let shown: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!((shown["state"].as_str(), shown["deadLetters"].as_u64()), (Some("notRunning"), Some(0)), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bulk_replay_replays_a_sinks_pending_letters_since_a_time_or_all() {
+    let db = TestDb::new().await;
+    let receiver = Receiver::start().await;
+    // A poison event is judged by a later one going through: neither is the last.
+    let mut batch = mixed(5);
+    batch[1].data = json!({ "poison": true });
+    batch[3].data = json!({ "poison": true });
+    let events = publish(&db, &batch).await;
+    let config = hook_config(&receiver);
+    let (mut server, addr) = serve(&db, "all", &config);
+    let admin = issue_token(&["--tenant", "acme", "--scopes", "admin"]);
+    let last = events.last().unwrap().sequence;
+    dead_lettered(addr, &admin, 2, last).await;
+    let letters = get(addr, "/sinks/hook/dead-letters", Some(&admin)).await.json();
+    let ids: Vec<i64> = letters["items"].as_array().unwrap().iter().map(|l| l["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids.len(), 2, "{letters}");
+
+    let path = "/sinks/hook/dead-letters/replay";
+    let refused = post(addr, path, Some(&admin), &json!({})).await;
+    assert_eq!(refused.status, 200, "{}", refused.body);
+    let refused = refused.json();
+    assert_eq!(refused["replayed"], json!([]));
+    let refused_ids: Vec<i64> =
+        refused["refused"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(refused_ids, ids, "each refusal named: {refused}");
+    assert!(refused["refused"][0]["error"].as_str().unwrap().contains("400"), "{refused}");
+
+    let future = post(addr, path, Some(&admin), &json!({ "since": "2999-01-01T00:00:00Z" })).await;
+    assert_eq!(future.json(), json!({ "replayed": [], "refused": [] }), "none failed since then");
+
+    receiver.refusing.store(false, Ordering::SeqCst);
+    let since = post(addr, path, Some(&admin), &json!({ "since": "2000-01-01T00:00:00Z" })).await;
+    assert_eq!(since.json(), json!({ "replayed": ids, "refused": [] }));
+    let accepted: Vec<String> = receiver.accepted.lock().iter().map(|e| e.id.clone()).collect();
+    assert!(accepted.contains(&events[1].id) && accepted.contains(&events[3].id), "{accepted:?}");
+    let again = post(addr, path, Some(&admin), &json!({})).await;
+    assert_eq!(again.json(), json!({ "replayed": [], "refused": [] }), "nothing is pending any more");
+
+    let reader = issue_token(&["--tenant", "acme", "--scopes", "events:read"]);
+    assert_eq!(post(addr, path, Some(&reader), &json!({})).await.status, 403);
+    let wrong = get(addr, path, Some(&admin)).await;
+    assert_eq!((wrong.status, wrong.headers["allow"].to_str().unwrap()), (405, "POST"));
+    let status = server.signal_and_wait("TERM", Duration::from_secs(30));
+    assert!(status.success(), "{status}");
 }

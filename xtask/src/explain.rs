@@ -26,7 +26,31 @@ pub(crate) fn run(rows: u64) -> anyhow::Result<()> {
 async fn explain_all(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
     fill(pool, rows).await?;
     let middle = outbox_pg::testkit::position_at(pool, rows / 2).await?.context("no row in the middle")?;
-    let cases = [
+    let mut failures = Vec::new();
+    for (title, request, index) in &cases(middle)? {
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            let plan = explain(pool, request, mode).await?;
+            println!("-- {title} ({mode}, {rows} rows)\n{}\n", plan.text);
+            if let Err(problem) = check_plan(&plan.json, index) {
+                failures.push(format!("{title} ({mode}): {problem}"));
+            }
+        }
+    }
+    let head = explain_head(pool).await?;
+    println!("-- head ({rows} rows)\n{}\n", head.text);
+    if let Err(problem) = check_plan(&head.json, "outbox_txid_seq") {
+        failures.push(format!("head: {problem}"));
+    }
+    if !failures.is_empty() {
+        bail!("a read plan does not use an index range scan:\n  {}", failures.join("\n  "));
+    }
+    println!("every read uses an index range scan and no sort of the table");
+    Ok(())
+}
+
+/// Each read explained: its title, the request and the index its plan must walk.
+fn cases(middle: Position) -> anyhow::Result<Vec<(&'static str, ReadRequest, &'static str)>> {
+    Ok(vec![
         ("global read from the start", ReadRequest::all().limit(100), "outbox_txid_seq"),
         ("global read from the middle", ReadRequest::all().after(middle).limit(100), "outbox_txid_seq"),
         ("tenant read from the start", ReadRequest::tenant("tenant-7").limit(100), "outbox_tenant_cursor"),
@@ -51,27 +75,18 @@ async fn explain_all(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
             ReadRequest::tenant("tenant-7").after(middle).limit(MAX_LIMIT),
             "outbox_tenant_cursor",
         ),
-    ];
-    let mut failures = Vec::new();
-    for (title, request, index) in &cases {
-        for mode in ["force_custom_plan", "force_generic_plan"] {
-            let plan = explain(pool, request, mode).await?;
-            println!("-- {title} ({mode}, {rows} rows)\n{}\n", plan.text);
-            if let Err(problem) = check_plan(&plan.json, index) {
-                failures.push(format!("{title} ({mode}): {problem}"));
-            }
-        }
-    }
-    let head = explain_head(pool).await?;
-    println!("-- head ({rows} rows)\n{}\n", head.text);
-    if let Err(problem) = check_plan(&head.json, "outbox_txid_seq") {
-        failures.push(format!("head: {problem}"));
-    }
-    if !failures.is_empty() {
-        bail!("a read plan does not use an index range scan:\n  {}", failures.join("\n  "));
-    }
-    println!("every read uses an index range scan and no sort of the table");
-    Ok(())
+        ("global read newest first", ReadRequest::all().descending(true).limit(100), "outbox_txid_seq"),
+        (
+            "tenant read newest first from the middle",
+            ReadRequest::tenant("tenant-7").descending(true).after(middle).limit(100),
+            "outbox_tenant_cursor",
+        ),
+        (
+            "tenant read newest first with a type filter",
+            ReadRequest::tenant("tenant-7").types([Pattern::parse("node.*")?]).descending(true).limit(100),
+            "outbox_tenant_cursor",
+        ),
+    ])
 }
 
 /// `rows` events over 100 tenants, written by 100 transactions.
@@ -106,7 +121,7 @@ async fn explain(pool: &sqlx::PgPool, request: &ReadRequest, mode: &str) -> anyh
     let prepare =
         format!("PREPARE read_plan(xid8, bigint, bigint, bigint, text, text[], text) AS {}", statement(request));
     sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut *conn).await?;
-    let after = request.after.unwrap_or(Position::START);
+    let after = request.bound();
     let tenant = request.tenant_id.as_ref().map_or("NULL".to_owned(), |t| format!("'{t}'"));
     let patterns = match request.like_patterns() {
         None => "NULL".to_owned(),

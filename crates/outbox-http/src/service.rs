@@ -1,4 +1,14 @@
 //! [`OutboxService`]: the routes of SPEC §5 as one mountable service.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /events?tenantId=&types=&type=&subject=&cursor=&limit=&order=` | `{"items":[Event…],"cursor":"<txid>:<seq>"}`: a page of history, oldest first from `cursor`, or newest first below it with `order=desc`; `cursor` only when more follow (protobuf on `Accept: application/x-protobuf`) |
+//! | `POST /events` | `201 {"ids":[…]}`: one event or `{"events":[…]}`, scope `events:write` |
+//! | `GET /watch` | the Server-Sent-Events stream, scope `events:read` |
+//! | `GET /event-types` | the catalog |
+//! | `GET /whoami` | the caller's grant: `{"tenantId","scopes":[sorted],"admin","expiresAt"?,"identityId"?}`, any valid credential |
+//!
+//! A path of `ROUTES` with another method is a 405 naming the path's methods in `Allow`.
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -17,16 +27,17 @@ use outbox_pg::tail::Tail;
 use tokio::sync::watch;
 
 use crate::{
-    ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish,
+    ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish, whoami,
 };
 
 /// The largest `POST /events` body accepted by default: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 /// Each path this service serves and the methods it allows there.
-const ROUTES: &[(&str, &str)] = &[("/events", "GET, POST"), ("/watch", "GET"), ("/event-types", "GET")];
+const ROUTES: &[(&str, &str)] =
+    &[("/events", "GET, POST"), ("/watch", "GET"), ("/event-types", "GET"), ("/whoami", "GET")];
 
-/// The mountable service: `GET`/`POST /events`, `GET /watch`, `GET /event-types`.
+/// The mountable service: `GET`/`POST /events`, `GET /watch`, `GET /event-types`, `GET /whoami`.
 ///
 /// Clones share the pool, the authorizer, the registry of open streams, the shared tail and
 /// the shutdown signal, so a host can hand a clone to each connection.
@@ -170,6 +181,7 @@ impl OutboxService {
             ("/events", &Method::POST) => publish::publish(self, parts, body).await,
             ("/watch", &Method::GET) => crate::watch::watch(self, parts).await,
             ("/event-types", &Method::GET) => event_types::event_types(self, parts).await,
+            ("/whoami", &Method::GET) => whoami::whoami(self, parts).await,
             _ => Err(ApiError::method_not_allowed(allow)),
         }
     }

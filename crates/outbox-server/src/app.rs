@@ -4,7 +4,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET/POST /events`, `GET /watch`, `GET /event-types` | [`OutboxService`] (role `http`) |
+//! | `GET/POST /events`, `GET /watch`, `GET /event-types`, `GET /whoami` | [`OutboxService`] (role `http`) |
 //! | `POST /admin/streams/close` | revocation, scope `admin` (role `http`, SPEC §5.5) |
 //! | `GET /sinks`, `GET /sinks/{id}`, dead letters | [`SinkRoutes`] over the configured [`Sinks`], scope `admin` (role `http`) |
 //! | `/webhooks…` | [`WebhookRoutes`], scope `webhooks:write` or `admin` (role `http`) |
