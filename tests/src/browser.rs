@@ -136,7 +136,8 @@ impl Browser {
         if record_requests {
             // The network part of the performance log: every request, its answer or its failure.
             capabilities["goog:loggingPrefs"]["performance"] = json!("ALL");
-            capabilities["goog:chromeOptions"]["perfLoggingPrefs"] = json!({ "enableNetwork": true, "enablePage": false });
+            capabilities["goog:chromeOptions"]["perfLoggingPrefs"] =
+                json!({ "enableNetwork": true, "enablePage": false });
         }
         let Value::Object(capabilities) = capabilities else { unreachable!("an object literal") };
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
@@ -165,37 +166,14 @@ impl Browser {
         let mut requests: Vec<(String, PageRequest)> = Vec::new();
         for entry in self.read_log("performance").await {
             let message: Value = serde_json::from_str(&entry.message).unwrap_or_default();
-            let (method, params) = (&message["message"]["method"], &message["message"]["params"]);
-            let id = params["requestId"].as_str().unwrap_or_default().to_owned();
-            let request = |requests: &mut Vec<(String, PageRequest)>| {
-                requests.iter_mut().rev().find(|(known, _)| *known == id).map(|(_, request)| request)
-            };
-            match method.as_str().unwrap_or_default() {
-                "Network.requestWillBeSent" => {
-                    let text = |key: &str| params["request"][key].as_str().unwrap_or_default().to_owned();
-                    let made =
-                        PageRequest { method: text("method"), url: text("url"), status: None, failure: None, canceled: false };
-                    requests.push((id, made));
-                }
-                "Network.responseReceived" => {
-                    if let Some(request) = request(&mut requests) {
-                        request.status = params["response"]["status"].as_u64().and_then(|s| u16::try_from(s).ok());
-                    }
-                }
-                "Network.loadingFailed" => {
-                    if let Some(request) = request(&mut requests) {
-                        request.failure = Some(params["errorText"].as_str().unwrap_or("failed").to_owned());
-                        request.canceled = params["canceled"].as_bool() == Some(true);
-                    }
-                }
-                _ => {}
-            }
+            record(&mut requests, &message["message"]["method"], &message["message"]["params"]);
         }
         requests.into_iter().map(|(_, request)| request).collect()
     }
 
     async fn read_log(&self, kind: &'static str) -> Vec<LogEntry> {
-        let entries = self.client.issue_cmd(ReadLog(kind)).await.unwrap_or_else(|e| panic!("reading the {kind} log: {e}"));
+        let entries =
+            self.client.issue_cmd(ReadLog(kind)).await.unwrap_or_else(|e| panic!("reading the {kind} log: {e}"));
         entries
             .as_array()
             .map(|entries| {
@@ -315,6 +293,28 @@ fn children_of(parent: u32) -> Vec<u32> {
             after_name.split_whitespace().nth(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(parent)
         })
         .collect()
+}
+
+/// Adds one DevTools network event (`method`, `params`) to `requests`, keyed by request id.
+fn record(requests: &mut Vec<(String, PageRequest)>, method: &Value, params: &Value) {
+    let id = params["requestId"].as_str().unwrap_or_default();
+    let known = requests.iter_mut().rev().find(|(known, _)| known == id).map(|(_, request)| request);
+    match (method.as_str().unwrap_or_default(), known) {
+        ("Network.requestWillBeSent", _) => {
+            let text = |key: &str| params["request"][key].as_str().unwrap_or_default().to_owned();
+            let made =
+                PageRequest { method: text("method"), url: text("url"), status: None, failure: None, canceled: false };
+            requests.push((id.to_owned(), made));
+        }
+        ("Network.responseReceived", Some(request)) => {
+            request.status = params["response"]["status"].as_u64().and_then(|status| u16::try_from(status).ok());
+        }
+        ("Network.loadingFailed", Some(request)) => {
+            request.failure = Some(params["errorText"].as_str().unwrap_or("failed").to_owned());
+            request.canceled = params["canceled"].as_bool() == Some(true);
+        }
+        _ => {}
+    }
 }
 
 /// `POST /session/{id}/se/log {"type":"<kind>"}`: one of Chromium's logs since the last read
