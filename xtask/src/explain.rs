@@ -6,7 +6,7 @@
 //! switch to. Fails when a plan reads the outbox without an index or sorts it.
 
 use anyhow::{Context, bail};
-use outbox_core::{Pattern, Position};
+use outbox_core::Pattern;
 use outbox_pg::internal::read::{HEAD_STATEMENT, statement};
 use outbox_pg::{MAX_LIMIT, ReadRequest};
 use serde_json::Value;
@@ -49,6 +49,17 @@ async fn explain_all(pool: &sqlx::PgPool, rows: u64) -> anyhow::Result<()> {
         (
             "tenant read of the largest page",
             ReadRequest::tenant("tenant-7").after(middle).limit(MAX_LIMIT),
+            "outbox_tenant_cursor",
+        ),
+        ("global read newest first", ReadRequest::all().descending(true).limit(100), "outbox_txid_seq"),
+        (
+            "tenant read newest first from the middle",
+            ReadRequest::tenant("tenant-7").descending(true).after(middle).limit(100),
+            "outbox_tenant_cursor",
+        ),
+        (
+            "tenant read newest first with a type filter",
+            ReadRequest::tenant("tenant-7").types([Pattern::parse("node.*")?]).descending(true).limit(100),
             "outbox_tenant_cursor",
         ),
     ];
@@ -106,7 +117,7 @@ async fn explain(pool: &sqlx::PgPool, request: &ReadRequest, mode: &str) -> anyh
     let prepare =
         format!("PREPARE read_plan(xid8, bigint, bigint, bigint, text, text[], text) AS {}", statement(request));
     sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut *conn).await?;
-    let after = request.after.unwrap_or(Position::START);
+    let after = request.bound();
     let tenant = request.tenant_id.as_ref().map_or("NULL".to_owned(), |t| format!("'{t}'"));
     let patterns = match request.like_patterns() {
         None => "NULL".to_owned(),

@@ -29,6 +29,8 @@ pub struct Grant {
     pub session_id: Option<String>,
     /// The scopes, e.g. `events:read` ([`scope`]).
     pub scopes: BTreeSet<String>,
+    /// When the credential stops being valid, if it expires (a token's `exp`).
+    pub expires_at: Option<time::OffsetDateTime>,
 }
 
 impl Grant {

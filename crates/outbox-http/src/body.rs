@@ -40,6 +40,11 @@ where
     Ok(collected.freeze())
 }
 
+/// A JSON request body as `T`, or `INVALID_INPUT` saying why it is not one.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|error| ApiError::invalid(format!("the body is not a valid request: {error}")))
+}
+
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(ErrorCode::PayloadTooLarge, format!("the request body must be at most {limit} bytes"))
 }

@@ -1,8 +1,8 @@
 //! Outbox over HTTP: handlers any hyper-based host can mount.
 //!
 //! [`OutboxService`] serves history (`GET /events`), publishing
-//! (`POST /events`), the live Server-Sent-Events stream (`GET /watch`) and the
-//! catalog (`GET /event-types`), SPEC §5. It takes a plain [`http::Request`]
+//! (`POST /events`), the live Server-Sent-Events stream (`GET /watch`), the
+//! catalog (`GET /event-types`), SPEC §5, and the caller's own grant (`GET /whoami`). It takes a plain [`http::Request`]
 //! and answers a plain [`http::Response`] ([`OutboxService::handle`]), and is
 //! also a `tower_service::Service`, so any hyper-based host mounts it next to
 //! its own routes. The host decides who the caller is through its
@@ -14,7 +14,8 @@
 //! the routes above with the user's token.
 //!
 //! [`SinkRoutes`] serves the sink and dead-letter routes (`GET /sinks`, SPEC §5.7) over the
-//! host's [`SinkAdmin`], mounted the same way. A host's own routes reuse the edge:
+//! host's [`SinkAdmin`], and [`WebhookRoutes`] the webhook subscriptions (`/webhooks`, SPEC
+//! §7.6), mounted the same way; both answer dead letters as [`DeadLetterView`]s. A host's own routes reuse the edge:
 //! [`read_limited`] for a bounded body, [`authorize_admin`] for an administrator's route,
 //! [`method_not_allowed`], [`error_response`], [`json_response`] and [`ApiError`].
 //!
@@ -57,6 +58,7 @@
 mod auth;
 mod body;
 pub mod console;
+mod dead_letters;
 mod error;
 mod event_types;
 mod list;
@@ -64,16 +66,19 @@ pub mod proto;
 mod publish;
 mod query;
 mod registry;
+mod route;
 pub mod scope;
 mod service;
 mod sinks;
 mod stats;
 mod watch;
 mod webhooks;
+mod whoami;
 
 pub use auth::{AuthError, Authorizer, Grant, authorize_admin};
 pub use body::read_limited;
 pub use console::Console;
+pub use dead_letters::DeadLetterView;
 pub use error::{ApiError, error_response, json_response, method_not_allowed};
 pub use registry::{Selector, WatchRegistry};
 pub use service::{DEFAULT_BODY_LIMIT, OutboxService};

@@ -14,6 +14,11 @@
 //! therefore answer a short page, even an empty one, that still has a cursor.
 //! Without a cursor the page reached the visible end; to keep tailing, pass
 //! the last item's `sequence` as the next `cursor`.
+//!
+//! `order=desc` reads the other way with the same rule: the newest visible events first
+//! (all below the xmin horizon, so none can ever commit between them), from the newest or
+//! strictly before `cursor`; the answer's `cursor`, present while older rows follow, is
+//! where the next, older, page starts.
 
 use http::header::{ACCEPT, HeaderMap};
 use http::request::Parts;
@@ -37,7 +42,7 @@ const DEFAULT_LIMIT: usize = 100;
 /// The largest page when `subject` is given.
 const MAX_SUBJECT_LIMIT: usize = 200;
 /// The query parameters `/events` takes.
-const PARAMETERS: &[&str] = &["tenantId", "types", "type", "subject", "cursor", "limit"];
+const PARAMETERS: &[&str] = &["tenantId", "types", "type", "subject", "cursor", "limit", "order"];
 /// The media type of the protobuf answer.
 const PROTOBUF: &str = "application/x-protobuf";
 
@@ -66,7 +71,17 @@ pub fn read_request(grant: &Grant, query: Option<&str>) -> Result<ReadRequest, A
     request.subject = query.get("subject").map(|text| subject("subject", text)).transpose()?;
     request.after = query.get("cursor").map(|cursor| position("cursor", cursor)).transpose()?;
     request.limit = page_limit(query.get("limit"), request.subject.is_some())?;
+    request.descending = descending(query.get("order"))?;
     Ok(request)
+}
+
+/// `order`: `asc` (the default, oldest first) or `desc` (newest first).
+fn descending(order: Option<&str>) -> Result<bool, ApiError> {
+    match order {
+        None | Some("asc") => Ok(false),
+        Some("desc") => Ok(true),
+        Some(other) => Err(ApiError::invalid(format!("order must be asc or desc, got {other:?}"))),
+    }
 }
 
 fn page_limit(limit: Option<&str>, with_subject: bool) -> Result<usize, ApiError> {
@@ -167,6 +182,17 @@ mod tests {
         check(&["application/x-protobuf;q=0.9, application/json"], true);
         check(&["application/x-protobuf;q=0, application/json"], false);
         check(&["text/html", "application/x-protobuf"], true);
+    }
+
+    #[test]
+    fn the_order_is_asc_or_desc() {
+        let grant = Grant::new("acme", [scope::EVENTS_READ]);
+        assert!(!read_request(&grant, None).unwrap().descending);
+        assert!(!read_request(&grant, Some("order=asc")).unwrap().descending);
+        let newest = read_request(&grant, Some("order=desc&cursor=5:2")).unwrap();
+        assert!(newest.descending);
+        assert_eq!(newest.after, Some(Position::new(5, 2)));
+        assert!(read_request(&grant, Some("order=newest")).is_err());
     }
 
     #[test]

@@ -17,16 +17,17 @@ use outbox_pg::tail::Tail;
 use tokio::sync::watch;
 
 use crate::{
-    ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish,
+    ApiError, Authorizer, Body, BoxFuture, HttpStats, WatchOptions, WatchRegistry, event_types, list, publish, whoami,
 };
 
 /// The largest `POST /events` body accepted by default: 16 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 /// Each path this service serves and the methods it allows there.
-const ROUTES: &[(&str, &str)] = &[("/events", "GET, POST"), ("/watch", "GET"), ("/event-types", "GET")];
+const ROUTES: &[(&str, &str)] =
+    &[("/events", "GET, POST"), ("/watch", "GET"), ("/event-types", "GET"), ("/whoami", "GET")];
 
-/// The mountable service: `GET`/`POST /events`, `GET /watch`, `GET /event-types`.
+/// The mountable service: `GET`/`POST /events`, `GET /watch`, `GET /event-types`, `GET /whoami`.
 ///
 /// Clones share the pool, the authorizer, the registry of open streams, the shared tail and
 /// the shutdown signal, so a host can hand a clone to each connection.
@@ -170,6 +171,7 @@ impl OutboxService {
             ("/events", &Method::POST) => publish::publish(self, parts, body).await,
             ("/watch", &Method::GET) => crate::watch::watch(self, parts).await,
             ("/event-types", &Method::GET) => event_types::event_types(self, parts).await,
+            ("/whoami", &Method::GET) => whoami::whoami(self, parts).await,
             _ => Err(ApiError::method_not_allowed(allow)),
         }
     }

@@ -7,6 +7,7 @@
 //! | `GET /sinks/{id}/dead-letters?cursor=&limit=&replayed=true` | `{"items":[DeadLetter…],"cursor":"<id>"}`, oldest first; `cursor` only when more follow |
 //! | `POST /sinks/{id}/dead-letters/{dl}/replay` | `{"replayed":<dl>}` once the sink took it again |
 //! | `DELETE /sinks/{id}/dead-letters/{dl}` | `{"discarded":<dl>}` |
+//! | `POST /sinks/{id}/dead-letters/replay` | `{"since": time}` or `{}`: every pending letter that failed since then (or all), `{"replayed":[…],"refused":[{"id","error"}]}` |
 //!
 //! This crate knows nothing of the sinks themselves (they live in `outbox-workers`): the
 //! host implements [`SinkAdmin`] over its configured sinks, and its refusals (an unknown
@@ -14,37 +15,27 @@
 //! sink's message) are answered as they are. A host mounts [`SinkRoutes`] as it mounts
 //! [`OutboxService`](crate::OutboxService), handing over the paths [`SinkRoutes::serves`].
 
+use std::fmt::Display;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
+use http_body::Body as HttpBody;
 use outbox_core::ErrorCode;
 use outbox_pg::internal::dead_letter::DeadLetter;
 use serde::Serialize;
 
 use crate::auth::authorize_admin;
-use crate::query::{Query, number_in};
-use crate::{ApiError, Authorizer, Body, BoxFuture, json_response};
+use crate::dead_letters::{self, Items, Letters, letters_page};
+use crate::query::Query;
+use crate::route::{pick, segments};
+use crate::{ApiError, Authorizer, Body, BoxFuture, json_response, read_limited};
 
-/// The most dead letters one page of `GET /sinks/{id}/dead-letters` lists.
-pub const MAX_DEAD_LETTER_PAGE: u32 = 1000;
+pub use outbox_pg::internal::dead_letter::{MAX_PAGE as MAX_DEAD_LETTER_PAGE, Page as DeadLetterPage};
 
-/// The page of dead letters when `limit` is not given.
-const DEFAULT_PAGE: usize = 100;
-
-/// The parameters of `GET /sinks/{id}/dead-letters`.
-const PAGE_PARAMETERS: &[&str] = &["cursor", "limit", "replayed"];
-
-/// One page of a sink's dead letters, as `GET /sinks/{id}/dead-letters` asks for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeadLetterPage {
-    /// Only letters whose id follows this one (the previous page's `cursor`).
-    pub after: Option<i64>,
-    /// At most this many letters, 1 to [`MAX_DEAD_LETTER_PAGE`].
-    pub limit: u32,
-    /// Whether letters already replayed are listed too.
-    pub include_replayed: bool,
-}
+/// The largest body of a bulk replay.
+const BODY_LIMIT: usize = 4 * 1024;
 
 /// The host's configured sinks, as the sink routes show and operate them.
 ///
@@ -94,6 +85,36 @@ impl<S> std::fmt::Debug for SinkRoutes<S> {
     }
 }
 
+/// One sink route, chosen once from the path after `/sinks` and the method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SinkRoute<'a> {
+    List,
+    Status(&'a str),
+    DeadLetters(&'a str),
+    ReplayAll(&'a str),
+    Replay(&'a str, &'a str),
+    Discard(&'a str, &'a str),
+}
+
+impl<'a> SinkRoute<'a> {
+    /// Each method the path at `segments` serves and the route it means (none: no such path).
+    fn served(segments: &[&'a str]) -> Vec<(Method, SinkRoute<'a>)> {
+        match *segments {
+            [] => vec![(Method::GET, SinkRoute::List)],
+            [id] if !id.is_empty() => vec![(Method::GET, SinkRoute::Status(id))],
+            [id, "dead-letters"] if !id.is_empty() => vec![(Method::GET, SinkRoute::DeadLetters(id))],
+            [id, "dead-letters", "replay"] if !id.is_empty() => vec![(Method::POST, SinkRoute::ReplayAll(id))],
+            [id, "dead-letters", letter, "replay"] if !id.is_empty() => {
+                vec![(Method::POST, SinkRoute::Replay(id, letter))]
+            }
+            [id, "dead-letters", letter] if !id.is_empty() && !letter.is_empty() => {
+                vec![(Method::DELETE, SinkRoute::Discard(id, letter))]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl<S: SinkAdmin> SinkRoutes<S> {
     /// The routes over `sinks`, admitting callers whose grant from `authorizer` is an
     /// administrator's.
@@ -106,101 +127,77 @@ impl<S: SinkAdmin> SinkRoutes<S> {
         path == "/sinks" || path.starts_with("/sinks/")
     }
 
-    /// Handles one request (none of the routes reads a body). An unknown path under
-    /// `/sinks/` is a 404 JSON refusal; a known path with a method it does not serve is a
-    /// 405 with `Allow`.
-    pub async fn handle<B>(&self, request: Request<B>) -> Response<Body> {
-        let (parts, _) = request.into_parts();
-        self.route(&parts).await.unwrap_or_else(ApiError::into_response)
+    /// Handles one request. An unknown path under `/sinks/` is a 404 JSON refusal; a known
+    /// path with a method it does not serve is a 405 with `Allow`.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Display,
+    {
+        let (parts, body) = request.into_parts();
+        Box::pin(self.route(&parts, body)).await.unwrap_or_else(ApiError::into_response)
     }
 
-    async fn route(&self, parts: &Parts) -> Result<Response<Body>, ApiError> {
+    async fn route<B>(&self, parts: &Parts, body: B) -> Result<Response<Body>, ApiError>
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Display,
+    {
         let path = parts.uri.path();
-        let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
-        let allow = allowed_methods(&segments)
-            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no route for {path}")))?;
-        let head = allow == "GET" && parts.method == Method::HEAD;
-        if parts.method.as_str() != allow && !head {
-            return Err(ApiError::method_not_allowed(allow));
-        }
+        let route = pick(path, &parts.method, SinkRoute::served(&segments(path)))?;
         authorize_admin(self.authorizer.as_ref(), &parts.headers, "managing sinks").await?;
-        match segments.as_slice() {
-            [] => Ok(ok(&Items { items: self.sinks.statuses().await?, cursor: None })),
-            [id] => Ok(ok(&self.sinks.status(id).await?)),
-            [id, _] => self.dead_letters(id, parts.uri.query()).await,
-            [id, _, letter, ..] => self.letter(id, letter, &parts.method).await,
-        }
-    }
-
-    async fn dead_letters(&self, id: &str, query: Option<&str>) -> Result<Response<Body>, ApiError> {
-        let (items, more) = self.sinks.dead_letters(id, page(query)?).await?;
-        let cursor = more.then(|| items.last().map(|letter| letter.id.to_string())).flatten();
-        Ok(ok(&Items { items, cursor }))
-    }
-
-    /// Replays (`POST …/replay`) or discards (`DELETE`) one dead letter.
-    async fn letter(&self, id: &str, letter: &str, method: &Method) -> Result<Response<Body>, ApiError> {
-        let Ok(letter) = letter.parse::<i64>() else {
-            return Err(ApiError::new(ErrorCode::NotFound, format!("sink {id:?} has no dead letter {letter:?}")));
-        };
-        if method == Method::POST {
-            self.sinks.replay(id, letter).await?;
-            Ok(ok(&Replayed { replayed: letter }))
-        } else {
-            self.sinks.discard(id, letter).await?;
-            Ok(ok(&Discarded { discarded: letter }))
+        let known = if matches!(route, SinkRoute::DeadLetters(_)) { dead_letters::PAGE_PARAMETERS } else { &[] };
+        let query = Query::parse(parts.uri.query(), known)?;
+        match route {
+            SinkRoute::List => Ok(ok(&Items::all(self.sinks.statuses().await?))),
+            SinkRoute::Status(id) => Ok(ok(&self.sinks.status(id).await?)),
+            SinkRoute::DeadLetters(id) => {
+                let (letters, more) = self.sinks.dead_letters(id, dead_letters::page(&query)?).await?;
+                Ok(ok(&letters_page(&letters, more)))
+            }
+            SinkRoute::ReplayAll(id) => {
+                let body = read_limited(body, BODY_LIMIT).await?;
+                let letters = SinkLetters { sinks: self.sinks.as_ref(), id };
+                Ok(ok(&dead_letters::replay_all(&letters, &body).await?))
+            }
+            SinkRoute::Replay(id, letter) => {
+                let letter = letter_id(id, letter)?;
+                self.sinks.replay(id, letter).await?;
+                Ok(ok(&serde_json::json!({ "replayed": letter })))
+            }
+            SinkRoute::Discard(id, letter) => {
+                let letter = letter_id(id, letter)?;
+                self.sinks.discard(id, letter).await?;
+                Ok(ok(&serde_json::json!({ "discarded": letter })))
+            }
         }
     }
 }
 
-/// The methods the sink route at `segments` (the path after `/sinks`) allows, if it is one.
-fn allowed_methods(segments: &[&str]) -> Option<&'static str> {
-    match segments {
-        [] | [_] | [_, "dead-letters"] => Some("GET"),
-        [_, "dead-letters", _, "replay"] => Some("POST"),
-        [_, "dead-letters", _] => Some("DELETE"),
-        _ => None,
+/// One sink's dead letters, as a bulk replay reads and replays them.
+struct SinkLetters<'a, S> {
+    sinks: &'a S,
+    id: &'a str,
+}
+
+impl<S: SinkAdmin> Letters for SinkLetters<'_, S> {
+    fn page(&self, page: DeadLetterPage) -> BoxFuture<'_, Result<(Vec<DeadLetter>, bool), ApiError>> {
+        self.sinks.dead_letters(self.id, page)
+    }
+
+    fn replay(&self, id: i64) -> BoxFuture<'_, Result<(), ApiError>> {
+        self.sinks.replay(self.id, id)
     }
 }
 
-/// `?cursor=<id>&limit=<n>&replayed=true` of the dead-letter list.
-fn page(query: Option<&str>) -> Result<DeadLetterPage, ApiError> {
-    let query = Query::parse(query, PAGE_PARAMETERS)?;
-    let after = match query.get("cursor") {
-        Some(text) => {
-            Some(text.parse().map_err(|_| ApiError::invalid(format!("cursor: {text:?} is not a dead letter id")))?)
-        }
-        None => None,
-    };
-    let limit = number_in("limit", query.get("limit"), 1..=MAX_DEAD_LETTER_PAGE as usize, DEFAULT_PAGE)?;
-    let include_replayed = match query.get("replayed") {
-        Some(text) => {
-            text.parse().map_err(|_| ApiError::invalid(format!("replayed: must be true or false, got {text:?}")))?
-        }
-        None => false,
-    };
-    Ok(DeadLetterPage { after, limit: limit as u32, include_replayed })
+fn letter_id(sink: &str, letter: &str) -> Result<i64, ApiError> {
+    letter
+        .parse()
+        .map_err(|_| ApiError::new(ErrorCode::NotFound, format!("sink {sink:?} has no dead letter {letter:?}")))
 }
 
 fn ok(value: &impl Serialize) -> Response<Body> {
     json_response(StatusCode::OK, value)
-}
-
-#[derive(Serialize)]
-struct Items<T> {
-    items: Vec<T>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cursor: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Replayed {
-    replayed: i64,
-}
-
-#[derive(Serialize)]
-struct Discarded {
-    discarded: i64,
 }
 
 #[cfg(test)]
@@ -208,30 +205,23 @@ mod tests {
     use super::*;
 
     #[track_caller]
-    fn check(query: Option<&str>, expect: Result<(Option<i64>, u32, bool), &str>) {
-        let got = page(query).map(|page| (page.after, page.limit, page.include_replayed));
-        assert_eq!(got.as_ref().map_err(ApiError::message), expect.as_ref().map_err(|message| *message), "{query:?}");
-    }
-
-    #[test]
-    fn dead_letter_pages() {
-        check(None, Ok((None, 100, false)));
-        check(Some("cursor=41&limit=1000&replayed=true"), Ok((Some(41), 1000, true)));
-        check(Some("cursor=dl_1"), Err(r#"cursor: "dl_1" is not a dead letter id"#));
-        check(Some("limit=0"), Err("limit must be a whole number from 1 to 1000"));
-        check(Some("replayed=yes"), Err(r#"replayed: must be true or false, got "yes""#));
-        check(Some("limit=5&limit=6"), Err("query parameter limit is given more than once"));
-        check(Some("bogus=1"), Err(r#"unknown query parameter "bogus"; this route takes cursor, limit, replayed"#));
+    fn allow(segments: &[&str]) -> Option<String> {
+        let served = SinkRoute::served(segments);
+        (!served.is_empty()).then(|| crate::route::allow(&served))
     }
 
     #[test]
     fn the_routes_and_their_methods() {
-        assert_eq!(allowed_methods(&[]), Some("GET"));
-        assert_eq!(allowed_methods(&["hook"]), Some("GET"));
-        assert_eq!(allowed_methods(&["hook", "dead-letters"]), Some("GET"));
-        assert_eq!(allowed_methods(&["hook", "dead-letters", "7"]), Some("DELETE"));
-        assert_eq!(allowed_methods(&["hook", "dead-letters", "7", "replay"]), Some("POST"));
-        assert_eq!(allowed_methods(&["hook", "status"]), None);
-        assert_eq!(allowed_methods(&["hook", "dead-letters", "7", "retry"]), None);
+        assert_eq!(allow(&[]).as_deref(), Some("GET"));
+        assert_eq!(allow(&["hook"]).as_deref(), Some("GET"));
+        assert_eq!(allow(&["hook", "dead-letters"]).as_deref(), Some("GET"));
+        assert_eq!(allow(&["hook", "dead-letters", "replay"]).as_deref(), Some("POST"));
+        assert_eq!(allow(&["hook", "dead-letters", "7"]).as_deref(), Some("DELETE"));
+        assert_eq!(allow(&["hook", "dead-letters", "7", "replay"]).as_deref(), Some("POST"));
+        assert_eq!(allow(&["hook", "status"]), None);
+        assert_eq!(allow(&["hook", "dead-letters", "7", "retry"]), None);
+        assert_eq!(allow(&[""]), None);
+        let served = SinkRoute::served(&["hook", "dead-letters", "7"]);
+        assert_eq!(pick("/sinks/hook/dead-letters/7", &Method::DELETE, served), Ok(SinkRoute::Discard("hook", "7")));
     }
 }

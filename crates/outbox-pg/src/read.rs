@@ -41,13 +41,17 @@ pub struct ReadRequest {
     pub patterns: Vec<Pattern>,
     /// Only events about this exact subject.
     pub subject: Option<String>,
-    /// Read strictly after this position; `None` starts at the oldest row still stored.
+    /// Read strictly after this position (strictly before it when `descending`); `None`
+    /// starts at the oldest row still stored (at the newest visible one when `descending`).
     pub after: Option<Position>,
     /// The most events to return, 1 to [`MAX_LIMIT`].
     pub limit: usize,
     /// The most rows a filtered read examines before it reports how far it got
     /// (kept within `limit + 1 ..= MAX_SCAN`).
     pub scan_limit: usize,
+    /// Newest first: the page holds the newest visible events before `after`, and
+    /// [`ReadPage::next_after`] is where the next, older, page starts.
+    pub descending: bool,
 }
 
 impl Default for ReadRequest {
@@ -59,6 +63,7 @@ impl Default for ReadRequest {
             after: None,
             limit: 100,
             scan_limit: DEFAULT_SCAN_LIMIT,
+            descending: false,
         }
     }
 }
@@ -96,6 +101,22 @@ impl ReadRequest {
     pub fn limit(mut self, limit: usize) -> ReadRequest {
         self.limit = limit;
         self
+    }
+
+    /// Newest first (`true`): see [`ReadRequest::descending`].
+    pub fn descending(mut self, descending: bool) -> ReadRequest {
+        self.descending = descending;
+        self
+    }
+
+    /// The position the read starts from, exclusive (`$1`, `$2` of [`statement`]): `after`,
+    /// or the start (the end when descending) when it is `None`.
+    pub fn bound(&self) -> Position {
+        match (self.after, self.descending) {
+            (Some(after), _) => after,
+            (None, false) => Position::START,
+            (None, true) => Position::new(u64::MAX, i64::MAX as u64),
+        }
     }
 
     fn type_filter(&self) -> Option<Vec<String>> {
@@ -163,7 +184,7 @@ pub async fn read_page<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest)
         return Err(Error::InvalidRequest(format!("limit must be 1 to {MAX_LIMIT} (got {})", request.limit)));
     }
     let scan_limit = request.rows_to_scan();
-    let after = request.after.unwrap_or(Position::START);
+    let after = request.bound();
     let rows: Vec<Row> = sqlx::query(AssertSqlSafe(statement(request)))
         .bind(Xid8(after.txid))
         .bind(seq_column(after))
@@ -175,10 +196,11 @@ pub async fn read_page<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest)
         .try_map(decode_row)
         .fetch_all(executor)
         .await?;
+    let order = Order { after, descending: request.descending };
     if request.is_filtered() {
-        page_from_rows(rows, after, request.limit, scan_limit)
+        page_from_rows(rows, order, request.limit, scan_limit)
     } else {
-        page_from_plain_rows(rows, after, request.limit)
+        page_from_plain_rows(rows, order, request.limit)
     }
 }
 
@@ -241,7 +263,16 @@ pub async fn head<'e>(executor: impl PgExecutor<'e>) -> Result<Position> {
 /// (one row of NULLs, but the xmin, when nothing is visible). It is the shape of the shared
 /// tail, of unfiltered sinks and history pages, and costs about half the planning and
 /// executing of the general one.
+///
+/// A descending read is the same statement walked the other way: rows strictly before
+/// `($1, $2)`, newest first, with the same xmin rule, so that no row can ever commit
+/// between two of its pages either.
 pub fn statement(request: &ReadRequest) -> String {
+    let (beyond, order, reverse) = if request.descending {
+        ("<", "txid DESC, seq DESC", "txid, seq")
+    } else {
+        (">", "txid, seq", "txid DESC, seq DESC")
+    };
     let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $5" } else { "AND $5::text IS NULL" };
     if !request.is_filtered() {
         return format!(
@@ -249,10 +280,10 @@ pub fn statement(request: &ReadRequest) -> String {
             FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
             LEFT JOIN LATERAL (
                 SELECT txid, seq, topic, payload, created_at FROM outbox
-                WHERE txid < s.xmin AND (txid, seq) > ($1, $2) {tenant}
+                WHERE txid < s.xmin AND (txid, seq) {beyond} ($1, $2) {tenant}
                     -- always true here: every shape takes the same seven binds
                     AND $3::bigint = $4 AND $6::text[] IS NULL AND $7::text IS NULL
-                ORDER BY txid, seq LIMIT $4
+                ORDER BY {order} LIMIT $4
             ) o ON true"
         );
     }
@@ -261,17 +292,17 @@ pub fn statement(request: &ReadRequest) -> String {
     format!(
         "WITH scan AS (
             SELECT txid, seq, topic, payload, created_at FROM outbox
-            WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) > ($1, $2) {tenant}
-            ORDER BY txid, seq LIMIT $3
+            WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) {beyond} ($1, $2) {tenant}
+            ORDER BY {order} LIMIT $3
         ), hits AS (
             SELECT txid, seq, topic, payload, created_at FROM scan WHERE true {types} {subject}
-            ORDER BY txid, seq LIMIT $4
+            ORDER BY {order} LIMIT $4
         )
         SELECT txid, seq, topic, {FIELDS}, NULL::bigint AS scanned, NULL::xid8 AS xmin FROM hits
         UNION ALL
         SELECT last.txid, last.seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL, counted.n, pg_snapshot_xmin(pg_current_snapshot())
         FROM (SELECT count(*) AS n FROM scan) counted
-        LEFT JOIN LATERAL (SELECT txid, seq FROM scan ORDER BY txid DESC, seq DESC LIMIT 1) last ON true"
+        LEFT JOIN LATERAL (SELECT txid, seq FROM scan ORDER BY {reverse} LIMIT 1) last ON true"
     )
 }
 
@@ -331,7 +362,32 @@ impl Decode<'_, Postgres> for DataText {
     }
 }
 
-fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usize) -> Result<ReadPage> {
+/// Where a read started (exclusive) and which way it walked.
+#[derive(Clone, Copy)]
+struct Order {
+    after: Position,
+    descending: bool,
+}
+
+impl Order {
+    /// Puts `events` in the read's order (a join or `UNION ALL` keeps its branches' order in
+    /// practice, not by contract).
+    fn sort(self, events: &mut [Event]) {
+        events.sort_by_key(|event: &Event| event.sequence);
+        if self.descending {
+            events.reverse();
+        }
+    }
+
+    /// How far a read that stopped at `next_after` has everything ([`complete_through`]); a
+    /// descending read has what lies between `next_after` and where it started.
+    fn complete_through(self, next_after: Position, more: bool, xmin: u64) -> Position {
+        if self.descending { next_after } else { complete_through(next_after, more, xmin) }
+    }
+}
+
+fn page_from_rows(rows: Vec<Row>, order: Order, limit: usize, scan_limit: usize) -> Result<ReadPage> {
+    let after = order.after;
     let mut events = Vec::with_capacity(rows.len().min(limit + 1));
     let mut last_scanned = None;
     let mut scanned = 0;
@@ -350,8 +406,7 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
             }
         }
     }
-    // UNION ALL keeps its branches' order in practice, not by contract: sort to be sure.
-    events.sort_by_key(|event: &Event| event.sequence);
+    order.sort(&mut events);
     if events.len() > limit {
         events.truncate(limit);
         let next_after = events.last().map_or(after, |e| e.sequence);
@@ -359,12 +414,13 @@ fn page_from_rows(rows: Vec<Row>, after: Position, limit: usize, scan_limit: usi
     }
     let next_after = last_scanned.unwrap_or(after);
     let more = scanned >= scan_limit;
-    let complete_through = complete_through(next_after, more, xmin);
+    let complete_through = order.complete_through(next_after, more, xmin);
     Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
 }
 
 /// The rows of an unfiltered read: every row scanned is an event, each carrying the xmin.
-fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result<ReadPage> {
+fn page_from_plain_rows(rows: Vec<Row>, order: Order, limit: usize) -> Result<ReadPage> {
+    let after = order.after;
     let xmin = rows.first().and_then(|row| row.xmin.as_ref()).map_or(0, |x| x.0);
     let mut events = Vec::with_capacity(rows.len().min(limit + 1));
     for Row { txid, seq, fields, .. } in rows {
@@ -372,12 +428,11 @@ fn page_from_plain_rows(rows: Vec<Row>, after: Position, limit: usize) -> Result
             events.push(event_from_row(position(txid, seq), fields)?);
         }
     }
-    // A join keeps its lateral side's order in practice, not by contract: sort to be sure.
-    events.sort_by_key(|event: &Event| event.sequence);
+    order.sort(&mut events);
     let more = events.len() > limit;
     events.truncate(limit);
     let next_after = events.last().map_or(after, |e| e.sequence);
-    let complete_through = complete_through(next_after, more, xmin);
+    let complete_through = order.complete_through(next_after, more, xmin);
     Ok(ReadPage { events, next_after, more, complete_through, snapshot_xmin: xmin })
 }
 

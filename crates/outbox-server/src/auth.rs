@@ -66,6 +66,7 @@ impl Claims {
             delegation_id: self.delegation_id,
             session_id: self.sid,
             scopes: self.scope.split_whitespace().map(str::to_owned).collect(),
+            expires_at: i64::try_from(self.exp).ok().and_then(|exp| time::OffsetDateTime::from_unix_timestamp(exp).ok()),
         })
     }
 }
@@ -316,7 +317,8 @@ mod tests {
 
     #[test]
     fn an_hs256_token_gives_its_claims() {
-        let grant = authorizer().authenticate(&hs256(SECRET, &claims(3600))).unwrap();
+        let claims = claims(3600);
+        let grant = authorizer().authenticate(&hs256(SECRET, &claims)).unwrap();
         let expected = Grant {
             tenant_id: "acme".into(),
             identity_id: Some("usr_1".into()),
@@ -324,6 +326,7 @@ mod tests {
             delegation_id: Some("dlg_1".into()),
             session_id: Some("ses_1".into()),
             scopes: ["admin".to_owned(), "events:read".to_owned()].into(),
+            expires_at: Some(time::OffsetDateTime::from_unix_timestamp(claims.exp as i64).unwrap()),
         };
         assert_eq!(grant, expected);
     }

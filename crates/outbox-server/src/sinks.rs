@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use outbox_core::ErrorCode;
 use outbox_http::{ApiError, BoxFuture, DeadLetterPage, SinkAdmin};
-use outbox_pg::internal::dead_letter::{self, DeadLetter, ListRequest};
+use outbox_pg::internal::dead_letter::{self, DeadLetter};
 use outbox_pg::sqlx::PgPool;
 use outbox_workers::config::{SinkConfig, build_spec};
 use outbox_workers::{Dispatcher, DispatcherConfig, Error, Result, SinkSpec, SinkStatus, sink_status};
@@ -79,21 +79,10 @@ impl Sinks {
         sink_status(&self.pool, id, &spec.filter, local.as_ref()).await
     }
 
-    /// One page of sink `id`'s dead letters (oldest first, ids after `after`), and whether more follow.
-    pub async fn dead_letters(
-        &self,
-        id: &str,
-        after: Option<i64>,
-        limit: u32,
-        include_replayed: bool,
-    ) -> Result<(Vec<DeadLetter>, bool)> {
+    /// One `page` of sink `id`'s dead letters (oldest first), and whether more follow.
+    pub async fn dead_letters(&self, id: &str, page: DeadLetterPage) -> Result<(Vec<DeadLetter>, bool)> {
         self.find(id)?;
-        let limit = limit.clamp(1, MAX_PAGE);
-        let request = ListRequest { sink: Some(id.to_owned()), include_replayed, after_id: after, limit: limit + 1 };
-        let mut letters = dead_letter::list(&self.pool, &request).await?;
-        let more = letters.len() > limit as usize;
-        letters.truncate(limit as usize);
-        Ok((letters, more))
+        Ok(dead_letter::page(&self.pool, id, page).await?)
     }
 
     /// Delivers dead letter `letter` of sink `id` again and marks it replayed.
@@ -136,9 +125,7 @@ impl SinkAdmin for Sinks {
         id: &'a str,
         page: DeadLetterPage,
     ) -> BoxFuture<'a, std::result::Result<(Vec<DeadLetter>, bool), ApiError>> {
-        Box::pin(async move {
-            Sinks::dead_letters(self, id, page.after, page.limit, page.include_replayed).await.map_err(refusal)
-        })
+        Box::pin(async move { Sinks::dead_letters(self, id, page).await.map_err(refusal) })
     }
 
     fn replay<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, std::result::Result<(), ApiError>> {

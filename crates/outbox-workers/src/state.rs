@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use crate::{Result, SinkFilter};
 
 /// Lag is counted up to this many events; a sink further behind shows this number.
-pub const LAG_CAP: u64 = 1_000_000;
+pub const LAG_CAP: u64 = cursor::LAG_CAP;
 
 /// What a sink's loop is doing in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +109,9 @@ pub struct SinkStatus {
     pub position: Option<Position>,
     /// Events matching its filter behind the head (at most [`LAG_CAP`]).
     pub lag: u64,
+    /// Whether the count of `lag` stopped at [`LAG_CAP`]: "at least this many" (shown only when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lag_capped: bool,
     /// What it is doing.
     pub state: SinkState,
     /// When the next attempt starts, while backing off.
@@ -164,6 +167,7 @@ pub async fn sink_status(
         id: id.to_owned(),
         position,
         lag,
+        lag_capped: lag >= LAG_CAP,
         state,
         backing_off_until: until,
         last_error,

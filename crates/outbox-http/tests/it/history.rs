@@ -6,7 +6,7 @@ use outbox_core::{Event, Position};
 use outbox_http::proto;
 use prost::Message;
 
-use crate::support::{Reply, TestServer, event, events, numbers};
+use crate::support::{Reply, TestServer, event, events, numbers, publish};
 
 const READER: Option<&str> = Some("acme:read");
 
@@ -170,4 +170,62 @@ async fn protobuf_is_the_same_page() {
     let last = proto::EventPage::decode(last.body).unwrap();
     assert_eq!(last.items.len(), 10);
     assert_eq!(last.cursor, "", "no more rows: an empty cursor");
+}
+
+#[tokio::test]
+async fn newest_first_pages_stay_below_an_open_transaction_and_page_back_through_everything_once() {
+    let server = TestServer::start().await;
+    server.publish(&events("node.joined", "acme", 0, 120)).await;
+    server.publish(&events("node.joined", "globex", 0, 10)).await;
+    server.publish(&events("node.joined", "acme", 120, 60)).await;
+
+    // A transaction that stays open while writers commit after it and the history is paged.
+    let mut open = server.pool().begin().await.unwrap();
+    outbox_pg::publish(&mut *open, &event("node.joined", "acme", 1000)).await.unwrap();
+    let (open_txid,): (String,) = outbox_pg::sqlx::query_as("SELECT pg_current_xact_id()::text").fetch_one(&mut *open).await.unwrap();
+    let open_txid: u64 = open_txid.parse().unwrap();
+    let pool = server.pool().clone();
+    let writers = tokio::spawn(async move {
+        for batch in 0..10 {
+            publish(&pool, &events("node.joined", "acme", 2000 + batch * 5, 5)).await;
+        }
+    });
+    let (seen, sizes) = all_pages(&server, "?order=desc&limit=50").await;
+    writers.await.unwrap();
+    assert!(seen.iter().all(|e| e.sequence.txid < open_txid), "nothing at or after the open transaction's position");
+    assert_eq!(numbers(&seen), (0..180).rev().collect::<Vec<_>>(), "every committed event once, newest first");
+    assert_eq!(sizes, [50, 50, 50, 30]);
+
+    open.commit().await.unwrap();
+    server.settle().await;
+    let (all, _) = all_pages(&server, "?order=desc&limit=7").await;
+    let writes = (0..10).rev().flat_map(|batch| (2000 + batch * 5..2005 + batch * 5).rev());
+    let expected: Vec<u64> = writes.chain([1000]).chain((0..180).rev()).map(|n| n as u64).collect();
+    assert_eq!(numbers(&all), expected, "once committed, each transaction's events in their place");
+
+    let cursor = all[49].sequence.colon();
+    let older = server.get(&format!("/events?order=desc&limit=3&cursor={cursor}"), READER).await;
+    assert_eq!(numbers(&older.events()), [1000, 179, 178], "strictly before the cursor (event 2000)");
+    let reply = server.get("/events?order=newest", READER).await;
+    reply.assert_refused(400, "INVALID_INPUT");
+}
+
+#[tokio::test]
+async fn newest_first_with_a_filter_and_as_protobuf() {
+    let server = TestServer::start().await;
+    server.publish(&events("node.joined", "acme", 0, 30)).await;
+    server.publish(&events("reservation.active", "acme", 30, 30)).await;
+    server.publish(&events("node.joined", "acme", 60, 30)).await;
+    let (nodes, _) = all_pages(&server, "?order=desc&type=node.&limit=20").await;
+    assert_eq!(numbers(&nodes), (60..90).rev().chain((0..30).rev()).map(|n| n as u64).collect::<Vec<_>>());
+
+    let headers = [("authorization", "Bearer acme:read".to_owned()), ("accept", "application/x-protobuf".to_owned())];
+    let reply = server.send(Method::GET, "/events?order=desc&limit=2", &headers, Bytes::new()).await;
+    assert_eq!(reply.status, 200);
+    let page = proto::EventPage::decode(reply.body.as_ref()).unwrap();
+    assert_eq!(page.items.len(), 2);
+    let newest: Vec<&str> = page.items.iter().map(|item| item.id.as_str()).collect();
+    let (json, _) = all_pages(&server, "?order=desc&limit=2").await;
+    assert_eq!(newest, [json[0].id.as_str(), json[1].id.as_str()]);
+    assert!(!page.cursor.is_empty(), "older events follow");
 }

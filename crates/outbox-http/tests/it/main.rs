@@ -21,3 +21,4 @@ mod sinks;
 mod support;
 mod watch;
 mod webhooks;
+mod whoami;

@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::BodyExt;
-use outbox_core::ErrorCode;
+use http_body_util::{BodyExt, Full};
+use outbox_core::{ErrorCode, Event, Position};
 use outbox_http::{ApiError, BoxFuture, DeadLetterPage, SinkAdmin, SinkRoutes};
 use outbox_pg::internal::dead_letter::DeadLetter;
 use serde::Serialize;
@@ -13,9 +14,39 @@ use serde::Serialize;
 use crate::support::TestAuthorizer;
 
 /// One sink, `hook`, whose only dead letter is 7; it remembers the pages it was asked for.
+/// With `pending` letters, a page lists those after its cursor (two a page) and a replay
+/// takes any of them but 9.
 #[derive(Default)]
 struct OneSink {
     pages: Mutex<Vec<DeadLetterPage>>,
+    pending: Vec<DeadLetter>,
+    replayed: Mutex<Vec<i64>>,
+}
+
+/// A pending letter `id` of `hook` that last failed at `failed` (Unix seconds).
+fn letter(id: i64, failed: i64) -> DeadLetter {
+    let time = time::OffsetDateTime::from_unix_timestamp(failed).unwrap();
+    let event = Event {
+        id: format!("evt_{id}"),
+        event_type: "node.joined".into(),
+        tenant_id: "acme".into(),
+        subject: "node/n1".into(),
+        time,
+        sequence: Position::new(10, id as u64),
+        data: Default::default(),
+    };
+    let position = event.sequence;
+    DeadLetter {
+        id,
+        sink: "hook".into(),
+        position,
+        event,
+        error: "HTTP 500".into(),
+        attempts: 3,
+        first_failed_at: time,
+        last_failed_at: time,
+        replayed_at: None,
+    }
 }
 
 #[derive(Serialize)]
@@ -56,11 +87,23 @@ impl SinkAdmin for OneSink {
         page: DeadLetterPage,
     ) -> BoxFuture<'a, Result<(Vec<DeadLetter>, bool), ApiError>> {
         self.pages.lock().unwrap().push(page);
-        Box::pin(async move { find(id).map(|()| (Vec::new(), false)) })
+        let after: Vec<DeadLetter> =
+            self.pending.iter().filter(|letter| Some(letter.id) > page.after).take(3).cloned().collect();
+        let more = after.len() > 2;
+        Box::pin(async move { find(id).map(|()| (after.into_iter().take(2).collect(), more)) })
     }
 
     fn replay<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, Result<(), ApiError>> {
-        Box::pin(async move { find_letter(id, letter) })
+        Box::pin(async move {
+            if self.pending.iter().any(|pending| pending.id == letter) {
+                if letter == 9 {
+                    return Err(ApiError::new(ErrorCode::Unavailable, "HTTP 500 again"));
+                }
+                self.replayed.lock().unwrap().push(letter);
+                return Ok(());
+            }
+            find_letter(id, letter)
+        })
     }
 
     fn discard<'a>(&'a self, id: &'a str, letter: i64) -> BoxFuture<'a, Result<(), ApiError>> {
@@ -75,17 +118,32 @@ struct Routes {
 
 impl Routes {
     fn new() -> Routes {
-        let sinks = Arc::new(OneSink::default());
+        Routes::over(OneSink::default())
+    }
+
+    fn over(sink: OneSink) -> Routes {
+        let sinks = Arc::new(sink);
         Routes { routes: SinkRoutes::new(sinks.clone(), Arc::new(TestAuthorizer::default())), sinks }
     }
 
     /// The status, `Allow` header and body of `method path` with `token`.
     async fn send(&self, method: Method, path: &str, token: Option<&str>) -> (StatusCode, Option<String>, String) {
+        self.send_body(method, path, token, "").await
+    }
+
+    /// Like [`Routes::send`], with a request body.
+    async fn send_body(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: &'static str,
+    ) -> (StatusCode, Option<String>, String) {
         let mut request = Request::builder().method(method).uri(path);
         if let Some(token) = token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
-        let response = self.routes.handle(request.body(()).unwrap()).await;
+        let response = self.routes.handle(request.body(Full::new(Bytes::from_static(body.as_bytes()))).unwrap()).await;
         let status = response.status();
         let allow = response.headers().get("allow").map(|allow| allow.to_str().unwrap().to_owned());
         let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -147,6 +205,7 @@ async fn another_method_is_refused_with_allow_before_the_caller_is_asked() {
         (Method::POST, "/sinks/hook/dead-letters", "GET"),
         (Method::GET, "/sinks/hook/dead-letters/7/replay", "POST"),
         (Method::GET, "/sinks/hook/dead-letters/7", "DELETE"),
+        (Method::GET, "/sinks/hook/dead-letters/replay", "POST"),
     ] {
         let (status, got, body) = routes.send(method.clone(), path, None).await;
         assert_eq!((status.as_u16(), got.as_deref()), (405, Some(allow)), "{method} {path}");
@@ -154,4 +213,43 @@ async fn another_method_is_refused_with_allow_before_the_caller_is_asked() {
     }
     assert!(SinkRoutes::<OneSink>::serves("/sinks/hook"));
     assert!(!SinkRoutes::<OneSink>::serves("/sinksx"));
+}
+
+#[tokio::test]
+async fn a_bulk_replay_replays_every_pending_letter_or_those_since_a_time() {
+    let pending = || vec![letter(7, 1_000), letter(8, 2_000), letter(9, 3_000), letter(10, 4_000), letter(11, 5_000)];
+    let routes = Routes::over(OneSink { pending: pending(), ..OneSink::default() });
+    let path = "/sinks/hook/dead-letters/replay";
+    let (status, _, body) = routes.send_body(Method::POST, path, ADMIN, "{}").await;
+    let all = r#"{"replayed":[7,8,10,11],"refused":[{"id":9,"error":"HTTP 500 again"}]}"#;
+    assert_eq!((status.as_u16(), body.as_str()), (200, all));
+    let pages: Vec<Option<i64>> = routes.sinks.pages.lock().unwrap().iter().map(|page| page.after).collect();
+    assert_eq!(pages, [None, Some(8), Some(10)], "paged through, two at a time");
+
+    let routes = Routes::over(OneSink { pending: pending(), ..OneSink::default() });
+    let since = r#"{"since":"1970-01-01T00:50:00Z"}"#;
+    let (status, _, body) = routes.send_body(Method::POST, path, ADMIN, since).await;
+    let later = r#"{"replayed":[10,11],"refused":[{"id":9,"error":"HTTP 500 again"}]}"#;
+    assert_eq!((status.as_u16(), body.as_str()), (200, later), "only those that last failed at 3000 s or later");
+    assert_eq!(*routes.sinks.replayed.lock().unwrap(), [10, 11]);
+
+    let (status, _, body) = routes.send_body(Method::POST, path, ADMIN, r#"{"since":"now"}"#).await;
+    assert_eq!(status.as_u16(), 400, "{body}");
+    let (status, _, _) = routes.send_body(Method::POST, path, Some("acme:read"), "{}").await;
+    assert_eq!(status.as_u16(), 403, "administrators only");
+}
+
+#[tokio::test]
+async fn a_page_of_dead_letters_shows_each_letter() {
+    let routes = Routes::over(OneSink { pending: vec![letter(7, 1_000)], ..OneSink::default() });
+    let (status, _, body) = routes.send(Method::GET, "/sinks/hook/dead-letters", ADMIN).await;
+    assert_eq!(status.as_u16(), 200);
+    let page: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let letter = &page["items"][0];
+    assert_eq!(letter["id"], 7);
+    assert_eq!(letter["sink"], "hook");
+    assert_eq!(letter["event"]["id"], "evt_7");
+    assert_eq!(letter["lastFailedAt"], "1970-01-01T00:16:40.000Z");
+    assert!(letter.get("replayedAt").is_none(), "{letter}");
+    assert!(page.get("cursor").is_none(), "{page}");
 }

@@ -209,3 +209,47 @@ async fn without_a_seal_key_every_route_is_unavailable_naming_it() {
         refused(&reply, 503, "UNAVAILABLE", "OUTBOX_WEBHOOK_SEAL_KEY");
     }
 }
+
+#[tokio::test]
+async fn every_route_refuses_another_method_with_the_allow_it_serves() {
+    let routes = Routes::new().await;
+    for (path, allow) in [
+        ("/webhooks", "GET, POST"),
+        ("/webhooks/wh_1", "GET, PATCH, DELETE"),
+        ("/webhooks/wh_1/rotate-secret", "POST"),
+        ("/webhooks/wh_1/attempts", "GET"),
+        ("/webhooks/wh_1/ping", "POST"),
+        ("/webhooks/wh_1/dead-letters", "GET"),
+        ("/webhooks/wh_1/dead-letters/replay", "POST"),
+        ("/webhooks/wh_1/dead-letters/7/replay", "POST"),
+        ("/webhooks/wh_1/dead-letters/7", "DELETE"),
+    ] {
+        let method = if allow.contains("GET") { Method::PUT } else { Method::GET };
+        let request = Request::builder().method(method.clone()).uri(path).header("authorization", "Bearer acme:hooks");
+        let response = routes.routes.handle(request.body(Full::new(Bytes::new())).unwrap()).await;
+        assert_eq!(response.status().as_u16(), 405, "{method} {path}");
+        assert_eq!(response.headers()["allow"], allow, "{method} {path}");
+    }
+}
+
+#[tokio::test]
+async fn a_view_shows_its_lag_and_says_capped_only_at_the_cap() {
+    let routes = Routes::new().await;
+    let (_, created) = routes.create("acme:hooks", json!({ "url": TARGET, "types": ["order.*"] })).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["lag"], 0);
+    let orders = (0..3).map(|n| outbox_core::NewEvent::new("order.placed", "acme", format!("order/{n}"), json!({})));
+    let others = [
+        outbox_core::NewEvent::new("order.placed", "globex", "order/9", json!({})),
+        outbox_core::NewEvent::new("shipment.sent", "acme", "shipment/1", json!({})),
+    ];
+    let pool = routes._db.pool.clone();
+    outbox_pg::publish_many(&pool, &orders.chain(others).collect::<Vec<_>>()).await.unwrap();
+    outbox_pg::testkit::settle(&pool, std::time::Duration::from_secs(20)).await;
+    let (_, shown) = routes.send(Method::GET, &format!("/webhooks/{id}"), "acme:hooks", None).await;
+    assert_eq!(shown["lag"], 3, "its tenant's events of its types: {shown}");
+    assert!(shown.get("lagCapped").is_none(), "below the cap the field is absent: {shown}");
+    let (_, page) = routes.send(Method::GET, "/webhooks", "acme:hooks", None).await;
+    assert_eq!(page["items"][0]["lag"], 3);
+    assert!(page["items"][0].get("lagCapped").is_none());
+}

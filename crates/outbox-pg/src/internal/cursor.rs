@@ -281,6 +281,10 @@ pub async fn save_with_letter_numbered(
     })
 }
 
+/// How far every lag is counted (sinks and webhook subscriptions alike): a count that
+/// reaches it means "at least this many", and the views say so (`lagCapped`).
+pub const LAG_CAP: u64 = 1_000_000;
+
 /// How many visible events matching `request`'s tenant and types lie after `request.after`
 /// (`None`: from the oldest row), counting at most `cap`: how far behind the head a cursor is.
 ///

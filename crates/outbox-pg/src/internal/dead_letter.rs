@@ -30,7 +30,7 @@
 
 use std::time::Duration;
 
-use outbox_core::{Event, Position, millis};
+use outbox_core::{Event, Position};
 use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgExecutor};
 use time::OffsetDateTime;
@@ -40,10 +40,8 @@ use crate::internal::lease::Fenced;
 use crate::xid8::Xid8;
 use crate::xid8::{position, seq_column};
 
-/// A dead letter as stored; it serializes as the API and the CLI show it (camelCase, times
-/// in RFC 3339 UTC with milliseconds, `replayedAt` only once replayed).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A dead letter as stored (the HTTP routes and the CLI show it through their own view).
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeadLetter {
     /// Its id, unique across sinks.
     pub id: i64,
@@ -58,13 +56,10 @@ pub struct DeadLetter {
     /// How many delivery attempts of this event failed.
     pub attempts: u32,
     /// When the first attempt failed, by the database clock.
-    #[serde(with = "millis")]
     pub first_failed_at: OffsetDateTime,
     /// When the last attempt failed (and the letter was written), by the database clock.
-    #[serde(with = "millis")]
     pub last_failed_at: OffsetDateTime,
     /// When a replay delivered it, if one did.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "optional_millis")]
     pub replayed_at: Option<OffsetDateTime>,
 }
 
@@ -101,6 +96,40 @@ impl ListRequest {
     pub fn pending(sink: impl Into<String>) -> ListRequest {
         ListRequest { sink: Some(sink.into()), include_replayed: false, after_id: None, limit: 100 }
     }
+}
+
+/// The most dead letters one [`page`] holds.
+pub const MAX_PAGE: u32 = 1000;
+
+/// Which page of one sink's dead letters [`page`] reads: what a route's
+/// `?cursor=&limit=&replayed=` or the CLI's `--limit` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// Only letters whose id follows this one (the previous page's cursor).
+    pub after: Option<i64>,
+    /// At most this many letters, 1 to [`MAX_PAGE`] (kept within that).
+    pub limit: u32,
+    /// Whether letters already replayed are listed too.
+    pub include_replayed: bool,
+}
+
+impl Page {
+    /// The first `limit` pending letters.
+    pub fn pending(limit: u32) -> Page {
+        Page { after: None, limit, include_replayed: false }
+    }
+}
+
+/// One `page` of `sink`'s dead letters, oldest first, and whether more follow (one letter
+/// more is read to know). The next page is `after` the last letter's id.
+pub async fn page<'e>(executor: impl PgExecutor<'e>, sink: &str, page: Page) -> Result<(Vec<DeadLetter>, bool)> {
+    let limit = page.limit.clamp(1, MAX_PAGE);
+    let request =
+        ListRequest { sink: Some(sink.to_owned()), include_replayed: page.include_replayed, after_id: page.after, limit: limit + 1 };
+    let mut letters = list(executor, &request).await?;
+    let more = letters.len() > limit as usize;
+    letters.truncate(limit as usize);
+    Ok((letters, more))
 }
 
 /// Writes a dead letter inside the fenced transaction that moves the sink's cursor past it;
@@ -205,9 +234,3 @@ pub async fn count_pending<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(Str
     Ok(rows.into_iter().map(|(sink, n)| (sink, u64::try_from(n).unwrap_or(0))).collect())
 }
 
-fn optional_millis<S: serde::Serializer>(time: &Option<OffsetDateTime>, serializer: S) -> Result<S::Ok, S::Error> {
-    match time {
-        Some(time) => serializer.serialize_str(&millis::format(*time)),
-        None => serializer.serialize_none(),
-    }
-}

@@ -1,5 +1,6 @@
 //! Webhook subscriptions' rows (SPEC §7.6): create, read, change and delete a tenant's
-//! subscriptions, rotate their secrets, and keep their delivery attempts.
+//! subscriptions; their sealed secrets ([`secrets`]) and their delivery attempts
+//! ([`attempts`]) have modules of their own.
 //!
 //! A subscription is a row of `outbox_webhooks`, its cursor the row
 //! ([`CURSOR_STREAM`], id) of `outbox_cursors`, its dead letters those of sink
@@ -12,32 +13,38 @@
 //! (`outbox-http`) check the fields by `outbox_core::webhook`'s rules first; this module
 //! enforces what needs the database: the number per tenant, under a per-tenant lock, and
 //! the number of secrets in their grace period. Times are `compute_now()`.
+//!
+//! [`overview`] and [`list`] read a subscription with what its views show beside it (its
+//! lag, counted up to [`LAG_CAP`], and its newest attempt) in one statement: a page of
+//! subscriptions is one query.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use outbox_core::Position;
 use outbox_core::webhook::{Refusal, Secret};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
+use sqlx::postgres::PgRow;
+use sqlx::{AssertSqlSafe, PgExecutor, PgPool, Postgres, Row as _, Transaction};
 use time::OffsetDateTime;
 
-use crate::internal::seal::{SealKey, random};
+use crate::internal::cursor::LAG_CAP;
+use crate::internal::seal::SealKey;
 use crate::{Error, Result};
+
+pub mod attempts;
+pub mod secrets;
+
+pub use attempts::{
+    ATTEMPTS_KEPT, Attempt, NewAttempt, Outcome, attempts, last_attempt, record_attempt, record_outcome,
+};
+pub use secrets::{Keys, MAX_GRACE, MAX_OLD_SECRETS, keys, rotate};
+
+use secrets::{Sealed, open, seal, secret_or_generated};
 
 /// The stream of subscriptions' cursors in `outbox_cursors`; the name is the id.
 pub const CURSOR_STREAM: &str = "webhooks";
 /// How many shards subscriptions are spread over ([`shard_of`]).
 pub const SHARDS: u32 = 32;
-/// How many secrets may be in their grace period at once, besides the current one.
-pub const MAX_OLD_SECRETS: usize = 10;
-/// The longest grace period of a rotated secret.
-pub const MAX_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The delivery attempts kept per subscription, newest first.
-pub const ATTEMPTS_KEPT: i64 = 100;
-/// The bytes of a generated secret.
-const GENERATED_SECRET_BYTES: usize = 24;
 
 /// The shard of subscription `id`: the first four bytes of SHA-256(id), big-endian,
 /// modulo [`SHARDS`].
@@ -69,9 +76,27 @@ pub struct NewWebhook {
     pub secret: Option<Secret>,
 }
 
-/// A subscription as every answer shows it (never its secrets or header values).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A change to a subscription; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct Patch {
+    /// A new URL.
+    pub url: Option<String>,
+    /// New type patterns.
+    pub types: Option<Vec<String>>,
+    /// A new description.
+    pub description: Option<String>,
+    /// New extra headers (all of them).
+    pub headers: Option<BTreeMap<String, String>>,
+    /// New metadata.
+    pub metadata: Option<serde_json::Value>,
+    /// Enable (`true`) or disable by hand (`false`).
+    pub enabled: Option<bool>,
+    /// With `enabled: true`: resume from the head instead of the cursor.
+    pub resume_now: bool,
+}
+
+/// A subscription's row (never its secrets or header values).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Webhook {
     /// `wh_` + lowercase ULID.
     pub id: String,
@@ -92,169 +117,110 @@ pub struct Webhook {
     /// Why not: `manual`, `failing` or `gone`.
     pub disabled_reason: Option<String>,
     /// Since when every attempt failed, while they do.
-    #[serde(with = "time::serde::rfc3339::option")]
     pub failing_since: Option<OffsetDateTime>,
     /// Its cursor: how far it delivered.
-    #[serde(skip)]
     pub position: Position,
     /// Whether retention deleted rows after its cursor (while it was disabled): events it
     /// will never receive.
     pub gap: bool,
     /// When it was created.
-    #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     /// When it last changed.
-    #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
 }
 
-/// What is sealed in a row: the signing secrets and the headers' values.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Sealed {
-    current: String,
-    #[serde(default)]
-    previous: Vec<OldSecret>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
+/// A subscription with what its views show beside it, read in the same statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overview {
+    /// The subscription.
+    pub webhook: Webhook,
+    /// The visible events of its tenant matching its types after its cursor, counted up
+    /// to [`LAG_CAP`].
+    pub lag: u64,
+    /// Its newest attempt, if it made one.
+    pub last_attempt: Option<Attempt>,
 }
 
-/// A rotated secret and the Unix time its grace period ends.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct OldSecret {
-    secret: String,
-    until: i64,
+impl Overview {
+    /// Whether the count of `lag` stopped at [`LAG_CAP`]: "at least this many".
+    pub fn lag_capped(&self) -> bool {
+        self.lag >= LAG_CAP
+    }
 }
 
-/// What a delivery needs that is sealed: every secret that signs now, the current one
-/// first, and the extra headers.
-#[derive(Debug, Clone)]
-pub struct Keys {
-    /// The current secret, then those still in their grace period.
-    pub signing: Vec<Secret>,
-    /// The extra request headers, values included.
-    pub headers: BTreeMap<String, String>,
-}
-
-/// A change to a subscription; `None` leaves a field as it is.
-#[derive(Debug, Clone, Default)]
-pub struct Patch {
-    /// A new URL.
-    pub url: Option<String>,
-    /// New type patterns.
-    pub types: Option<Vec<String>>,
-    /// A new description.
-    pub description: Option<String>,
-    /// New extra headers (all of them).
-    pub headers: Option<BTreeMap<String, String>>,
-    /// New metadata.
-    pub metadata: Option<serde_json::Value>,
-    /// Enable (`true`) or disable by hand (`false`).
-    pub enabled: Option<bool>,
-    /// With `enabled: true`: resume from the head instead of the cursor.
-    pub resume_now: bool,
-}
-
-/// One delivery attempt or ping, as kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Attempt {
-    /// When it started, by the database clock (see [`record_outcome`]).
-    #[serde(with = "time::serde::rfc3339")]
-    pub time: OffsetDateTime,
-    /// The event it carried (a ping's is the ping's own id).
-    pub event_id: Option<String>,
-    /// The answer's status, when one came.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    /// How long it took.
-    pub duration_ms: u32,
-    /// What went wrong, when something did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The first KiB of the answer's body.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response: Option<String>,
-}
-
-/// One delivery attempt or ping to record. It carries no time of day: the recording stamps
-/// it by the database clock, from how long ago it `started` (see [`record_outcome`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewAttempt {
-    /// When it started, by the monotonic clock of the process that made it.
-    pub started: Instant,
-    /// The event it carried (a ping's is the ping's own id).
-    pub event_id: Option<String>,
-    /// The answer's status, when one came.
-    pub status: Option<u16>,
-    /// How long it took.
-    pub duration_ms: u32,
-    /// What went wrong, when something did.
-    pub error: Option<String>,
-    /// The first KiB of the answer's body.
-    pub response: Option<String>,
-}
-
+/// A subscription's columns, named as [`from_row`] reads them: the row, its cursor (the
+/// start when it has none yet) and whether retention pruned past it.
 const COLUMNS: &str = "w.id, w.tenant_id, w.url, w.types, w.description, w.header_names, w.metadata, w.enabled, \
      w.disabled_reason, w.failing_since, w.created_at, w.updated_at, \
-     COALESCE(c.txid, '0'::xid8)::text::bigint, COALESCE(c.seq, 0), \
+     COALESCE(c.txid, '0'::xid8)::text::bigint AS txid, COALESCE(c.seq, 0) AS seq, \
      EXISTS (SELECT 1 FROM outbox_cursors p WHERE p.stream = 'retention' AND p.name = 'pruned' \
-             AND (p.txid, p.seq) > (COALESCE(c.txid, '0'::xid8), COALESCE(c.seq, 0)))";
+             AND (p.txid, p.seq) > (COALESCE(c.txid, '0'::xid8), COALESCE(c.seq, 0))) AS gap";
 
 const FROM: &str = "outbox_webhooks w LEFT JOIN outbox_cursors c ON c.stream = 'webhooks' AND c.name = w.id";
 
-type Row = (
-    String,
-    String,
-    String,
-    Vec<String>,
-    String,
-    Vec<String>,
-    serde_json::Value,
-    bool,
-    Option<String>,
-    Option<OffsetDateTime>,
-    OffsetDateTime,
-    OffsetDateTime,
-    i64,
-    i64,
-    bool,
-);
+/// What [`overview`] and [`list`] add to [`FROM`]: the lag (`$1` is the cap) under the xmin
+/// rule, as `cursor::lag` counts it, the types matched as `Pattern::to_sql_like` writes
+/// them (`*` alone, or no type, matches all), and the newest attempt.
+const OVERVIEW_JOINS: &str = r"
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS lag FROM (
+            SELECT 1 FROM outbox o
+            WHERE o.txid < pg_snapshot_xmin(pg_current_snapshot())
+              AND (o.txid, o.seq) > (COALESCE(c.txid, '0'::xid8), COALESCE(c.seq, 0))
+              AND o.payload->>'tenantId' = w.tenant_id
+              AND (cardinality(w.types) = 0 OR EXISTS (
+                  SELECT 1 FROM unnest(w.types) t(pattern)
+                  WHERE t.pattern ~ '^\*+$' OR o.topic LIKE replace(replace(replace(replace(
+                      t.pattern, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%')))
+            LIMIT $1
+        ) behind
+    ) l ON true
+    LEFT JOIN LATERAL (
+        SELECT * FROM outbox_webhook_attempts a WHERE a.webhook_id = w.id ORDER BY a.id DESC LIMIT 1
+    ) a ON true";
 
-fn from_row(row: Row) -> Webhook {
-    let (
-        id,
-        tenant_id,
-        url,
-        types,
-        description,
-        header_names,
-        metadata,
-        enabled,
-        reason,
-        failing,
-        created,
-        updated,
-        txid,
-        seq,
-        gap,
-    ) = row;
-    let position = Position::new(u64::try_from(txid).unwrap_or(0), u64::try_from(seq).unwrap_or(0));
-    Webhook {
-        id,
-        tenant_id,
-        url,
-        types,
-        description,
-        header_names,
-        metadata,
-        enabled,
-        disabled_reason: reason,
-        failing_since: failing,
-        position,
-        gap,
-        created_at: created,
-        updated_at: updated,
-    }
+/// A row of [`COLUMNS`], by column name.
+fn from_row(row: &PgRow) -> std::result::Result<Webhook, sqlx::Error> {
+    let txid: i64 = row.try_get("txid")?;
+    let seq: i64 = row.try_get("seq")?;
+    Ok(Webhook {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        url: row.try_get("url")?,
+        types: row.try_get("types")?,
+        description: row.try_get("description")?,
+        header_names: row.try_get("header_names")?,
+        metadata: row.try_get("metadata")?,
+        enabled: row.try_get("enabled")?,
+        disabled_reason: row.try_get("disabled_reason")?,
+        failing_since: row.try_get("failing_since")?,
+        position: Position::new(u64::try_from(txid).unwrap_or(0), u64::try_from(seq).unwrap_or(0)),
+        gap: row.try_get("gap")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// A row of [`overview_statement`].
+fn overview_from_row(row: PgRow) -> std::result::Result<Overview, sqlx::Error> {
+    let lag: i64 = row.try_get("lag")?;
+    Ok(Overview {
+        webhook: from_row(&row)?,
+        lag: u64::try_from(lag).unwrap_or(0),
+        last_attempt: attempts::attempt_from_row(&row, "last_")?,
+    })
+}
+
+/// The statement of [`overview`] and [`list`], with `filter` (its binds from `$2`) and `tail`.
+pub fn overview_statement(filter: &str, tail: &str) -> String {
+    format!(
+        "SELECT {COLUMNS}, l.lag, {} FROM {FROM} {OVERVIEW_JOINS} WHERE {filter} {tail}",
+        attempts::attempt_columns("a", "last_")
+    )
+}
+
+fn cap() -> i64 {
+    i64::try_from(LAG_CAP).unwrap_or(i64::MAX)
 }
 
 /// Creates a subscription of `tenant` starting at the head (it receives what commits
@@ -268,13 +234,8 @@ pub async fn create(
     max_per_tenant: u32,
 ) -> Result<(Webhook, Secret)> {
     let id = format!("wh_{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
-    let secret = match &new.secret {
-        Some(secret) => secret.clone(),
-        None => Secret::from_bytes(random::<GENERATED_SECRET_BYTES>().map_err(seal_error)?.to_vec())
-            .map_err(Error::InvalidRequest)?,
-    };
-    let sealed = Sealed { current: secret.expose(), previous: Vec::new(), headers: new.headers.clone() };
-    let sealed = seal(key, &id, &sealed)?;
+    let secret = secret_or_generated(new.secret.clone())?;
+    let sealed = seal(key, &id, &Sealed::new(&secret, new.headers.clone()))?;
     let mut tx = pool.begin().await?;
     lock_tenant(&mut tx, tenant).await?;
     let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM outbox_webhooks WHERE tenant_id = $1")
@@ -312,28 +273,54 @@ pub async fn get<'e>(executor: impl PgExecutor<'e>, tenant: Option<&str>, id: &s
     fetch(executor, tenant, id).await
 }
 
-async fn fetch<'e>(executor: impl PgExecutor<'e>, tenant: Option<&str>, id: &str) -> Result<Option<Webhook>> {
+pub(crate) async fn fetch<'e>(
+    executor: impl PgExecutor<'e>,
+    tenant: Option<&str>,
+    id: &str,
+) -> Result<Option<Webhook>> {
     let statement = format!("SELECT {COLUMNS} FROM {FROM} WHERE w.id = $1 AND ($2::text IS NULL OR w.tenant_id = $2)");
-    let row: Option<Row> =
-        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(id).bind(tenant).fetch_optional(executor).await?;
-    Ok(row.map(from_row))
+    let row = sqlx::query(AssertSqlSafe(statement))
+        .bind(id)
+        .bind(tenant)
+        .try_map(|row: PgRow| from_row(&row))
+        .fetch_optional(executor)
+        .await?;
+    Ok(row)
+}
+
+/// Subscription `id` with its lag and newest attempt, if `tenant` (or any, with `None`) has it.
+pub async fn overview<'e>(executor: impl PgExecutor<'e>, tenant: Option<&str>, id: &str) -> Result<Option<Overview>> {
+    let statement = overview_statement("w.id = $2 AND ($3::text IS NULL OR w.tenant_id = $3)", "");
+    let row = sqlx::query(AssertSqlSafe(statement))
+        .bind(cap())
+        .bind(id)
+        .bind(tenant)
+        .try_map(overview_from_row)
+        .fetch_optional(executor)
+        .await?;
+    Ok(row)
 }
 
 /// Up to `limit` of `tenant`'s subscriptions after id `after`, in id order (ids grow with
-/// time, so oldest first).
+/// time, so oldest first), each with its lag and newest attempt: one statement.
 pub async fn list<'e>(
     executor: impl PgExecutor<'e>,
     tenant: &str,
     after: Option<&str>,
     limit: usize,
-) -> Result<Vec<Webhook>> {
+) -> Result<Vec<Overview>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let statement = format!(
-        "SELECT {COLUMNS} FROM {FROM} WHERE w.tenant_id = $1 AND ($2::text IS NULL OR w.id > $2) ORDER BY w.id LIMIT $3"
-    );
-    let rows: Vec<Row> =
-        sqlx::query_as(sqlx::AssertSqlSafe(statement)).bind(tenant).bind(after).bind(limit).fetch_all(executor).await?;
-    Ok(rows.into_iter().map(from_row).collect())
+    let statement =
+        overview_statement("w.tenant_id = $2 AND ($3::text IS NULL OR w.id > $3)", "ORDER BY w.id LIMIT $4");
+    let rows = sqlx::query(AssertSqlSafe(statement))
+        .bind(cap())
+        .bind(tenant)
+        .bind(after)
+        .bind(limit)
+        .try_map(overview_from_row)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows)
 }
 
 /// Applies `patch` to subscription `id` of `tenant`; `None` when there is no such one.
@@ -422,265 +409,12 @@ pub async fn delete(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<boo
     Ok(true)
 }
 
-/// Makes `new` (or a generated secret) the current secret of subscription `id`; the old
-/// one keeps signing for `grace` (at most [`MAX_GRACE`]). Refused when
-/// [`MAX_OLD_SECRETS`] are still in their grace period. Answers the subscription and the
-/// new secret, the only time it is shown; `None` when there is no such subscription.
-pub async fn rotate(
-    pool: &PgPool,
-    key: &SealKey,
-    tenant: Option<&str>,
-    id: &str,
-    new: Option<Secret>,
-    grace: Duration,
-) -> Result<Option<(Webhook, Secret)>> {
-    if grace > MAX_GRACE {
-        return Err(Error::Refused(Refusal::new("gracePeriodSeconds", "at most 604800 (7 days)")));
-    }
-    let secret = match new {
-        Some(secret) => secret,
-        None => Secret::from_bytes(random::<GENERATED_SECRET_BYTES>().map_err(seal_error)?.to_vec())
-            .map_err(Error::InvalidRequest)?,
-    };
-    let mut tx = pool.begin().await?;
-    let row: Option<(Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT sealed, extract(epoch FROM compute_now())::bigint FROM outbox_webhooks
-         WHERE id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE",
-    )
-    .bind(id)
-    .bind(tenant)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some((sealed, now)) = row else { return Ok(None) };
-    let mut keys = open(key, id, &sealed)?;
-    keys.previous.retain(|old| old.until > now);
-    if keys.previous.len() >= MAX_OLD_SECRETS {
-        let rule = format!("{MAX_OLD_SECRETS} rotated secrets are still in their grace period; wait for one to end");
-        return Err(Error::Refused(Refusal::new("secret", rule)));
-    }
-    let until = now.saturating_add(i64::try_from(grace.as_secs()).unwrap_or(i64::MAX));
-    let old = std::mem::replace(&mut keys.current, secret.expose());
-    if grace > Duration::ZERO {
-        keys.previous.push(OldSecret { secret: old, until });
-    }
-    let resealed = seal(key, id, &keys)?;
-    sqlx::query("UPDATE outbox_webhooks SET sealed = $2, updated_at = compute_now() WHERE id = $1")
-        .bind(id)
-        .bind(&resealed)
-        .execute(&mut *tx)
-        .await?;
-    let webhook = fetch(&mut *tx, None, id).await?.expect("the row just updated");
-    tx.commit().await?;
-    Ok(Some((webhook, secret)))
-}
-
-/// What subscription `id`'s delivery signs with and sends, by the database clock now;
-/// `None` when there is no such subscription.
-pub async fn keys<'e>(executor: impl PgExecutor<'e>, key: &SealKey, id: &str) -> Result<Option<Keys>> {
-    let row: Option<(Vec<u8>, i64)> =
-        sqlx::query_as("SELECT sealed, extract(epoch FROM compute_now())::bigint FROM outbox_webhooks WHERE id = $1")
-            .bind(id)
-            .fetch_optional(executor)
-            .await?;
-    let Some((sealed, now)) = row else { return Ok(None) };
-    let open = open(key, id, &sealed)?;
-    let mut signing = vec![parse_sealed_secret(&open.current)?];
-    for old in open.previous.iter().filter(|old| old.until > now) {
-        signing.push(parse_sealed_secret(&old.secret)?);
-    }
-    Ok(Some(Keys { signing, headers: open.headers }))
-}
-
-/// Records an attempt of subscription `id` (a ping's, say), stamped by the database clock
-/// as [`record_outcome`] says, and forgets all but the newest [`ATTEMPTS_KEPT`].
-pub async fn record_attempt(pool: &PgPool, id: &str, attempt: &NewAttempt) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    insert_attempts(&mut tx, Instant::now(), id, std::slice::from_ref(attempt)).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// Inserts `attempts` of subscription `id` in one statement, in their order (their ids
-/// ascend with it), then forgets all but the newest [`ATTEMPTS_KEPT`] in a second.
-///
-/// `began` is when `tx` began, by the monotonic clock: the instant its `compute_now()`
-/// stands for (`now()` is the transaction's start). Each attempt's time is `compute_now()`
-/// minus how long before `began` it started.
-async fn insert_attempts(
-    tx: &mut Transaction<'_, Postgres>,
-    began: Instant,
-    id: &str,
-    attempts: &[NewAttempt],
-) -> Result<()> {
-    if attempts.is_empty() {
-        return Ok(());
-    }
-    let ago: Vec<i64> = attempts
-        .iter()
-        .map(|a| i64::try_from(began.saturating_duration_since(a.started).as_micros()).unwrap_or(i64::MAX))
-        .collect();
-    let event_ids: Vec<Option<&str>> = attempts.iter().map(|a| a.event_id.as_deref()).collect();
-    let statuses: Vec<Option<i32>> = attempts.iter().map(|a| a.status.map(i32::from)).collect();
-    let durations: Vec<i32> = attempts.iter().map(|a| i32::try_from(a.duration_ms).unwrap_or(i32::MAX)).collect();
-    let errors: Vec<Option<&str>> = attempts.iter().map(|a| a.error.as_deref()).collect();
-    let responses: Vec<Option<&str>> = attempts.iter().map(|a| a.response.as_deref()).collect();
-    sqlx::query(
-        "INSERT INTO outbox_webhook_attempts (webhook_id, at, event_id, status, duration_ms, error, response)
-         SELECT $1, compute_now() - make_interval(secs => a.ago_micros::float8 / 1e6),
-                a.event_id, a.status, a.duration_ms, a.error, a.response
-         FROM unnest($2::int8[], $3::text[], $4::int4[], $5::int4[], $6::text[], $7::text[])
-              WITH ORDINALITY AS a(ago_micros, event_id, status, duration_ms, error, response, n)
-         ORDER BY a.n",
-    )
-    .bind(id)
-    .bind(&ago)
-    .bind(&event_ids)
-    .bind(&statuses)
-    .bind(&durations)
-    .bind(&errors)
-    .bind(&responses)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(
-        "DELETE FROM outbox_webhook_attempts WHERE webhook_id = $1 AND id <= (
-            SELECT id FROM outbox_webhook_attempts WHERE webhook_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)",
-    )
-    .bind(id)
-    .bind(ATTEMPTS_KEPT)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Subscription `id`'s newest attempt, if it made one.
-pub async fn last_attempt<'e>(executor: impl PgExecutor<'e>, id: &str) -> Result<Option<Attempt>> {
-    let row: Option<AttemptRow> = sqlx::query_as(
-        "SELECT at, event_id, status, duration_ms, error, response FROM outbox_webhook_attempts
-         WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1",
-    )
-    .bind(id)
-    .fetch_optional(executor)
-    .await?;
-    Ok(row.map(attempt_from_row))
-}
-
-type AttemptRow = (OffsetDateTime, Option<String>, Option<i32>, i32, Option<String>, Option<String>);
-
-fn attempt_from_row((time, event_id, status, duration, error, response): AttemptRow) -> Attempt {
-    Attempt {
-        time,
-        event_id,
-        status: status.and_then(|s| u16::try_from(s).ok()),
-        duration_ms: u32::try_from(duration).unwrap_or(0),
-        error,
-        response,
-    }
-}
-
-/// Subscription `id`'s kept attempts, newest first; `None` when `tenant` has no such one.
-pub async fn attempts(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<Option<Vec<Attempt>>> {
-    if fetch(pool, tenant, id).await?.is_none() {
-        return Ok(None);
-    }
-    let rows: Vec<AttemptRow> = sqlx::query_as(
-        "SELECT at, event_id, status, duration_ms, error, response FROM outbox_webhook_attempts
-         WHERE webhook_id = $1 ORDER BY id DESC",
-    )
-    .bind(id)
-    .fetch_all(pool)
-    .await?;
-    Ok(Some(rows.into_iter().map(attempt_from_row).collect()))
-}
-
 /// Every enabled subscription's id and when it last changed, in id order: what a delivery
 /// process compares with the loops it runs.
 pub async fn enabled<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(String, OffsetDateTime)>> {
     Ok(sqlx::query_as("SELECT id, updated_at FROM outbox_webhooks WHERE enabled ORDER BY id")
         .fetch_all(executor)
         .await?)
-}
-
-/// What [`record_outcome`] did to the subscription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Nothing changed but the attempt and the failing time.
-    Recorded,
-    /// It is disabled now: `failing` after `disable_after` of failures only, or `gone`
-    /// after a 410. A `webhook.disabled` event was published for its tenant.
-    Disabled,
-}
-
-/// Records `attempts` of subscription `id` (in order) and what the last says: a success ends a run of
-/// failures; a failure starts one (`failing_since`) or, when the run has lasted
-/// `disable_after`, disables the subscription (`failing`). `gone` (the endpoint answered
-/// 410) disables it at once. Disabling publishes `webhook.disabled` (subject
-/// `webhook/<id>`, data `{webhookId, reason, failingSince}`) for its tenant in the same
-/// transaction.
-///
-/// # Times
-///
-/// Every time written is the database clock's, `compute_now()`, never the caller's wall
-/// clock. `failing_since` is this transaction's `compute_now()`. The attempts of one batch
-/// were made one after the other, and stamping them all with that one time would say they
-/// were made together, after the last had ended. So each attempt's time is `compute_now()`
-/// minus how long before the transaction began it [`started`](NewAttempt::started), as the
-/// process's monotonic clock measured it: the attempts keep their order and spacing, each
-/// is off by no more than the `BEGIN`'s round trip, and none is later than `compute_now()`
-/// (a `started` after the transaction began counts as no time before it).
-pub async fn record_outcome(
-    pool: &PgPool,
-    id: &str,
-    attempts: &[NewAttempt],
-    delivered: bool,
-    gone: bool,
-    disable_after: Duration,
-) -> Result<Outcome> {
-    let mut tx = pool.begin().await?;
-    insert_attempts(&mut tx, Instant::now(), id, attempts).await?;
-    let seconds = i64::try_from(disable_after.as_secs()).unwrap_or(i64::MAX);
-    let disabled: Option<(String, String, Option<OffsetDateTime>)> = if delivered {
-        sqlx::query("UPDATE outbox_webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        None
-    } else {
-        // Only a subscription that is disabled now changes `updated_at`: the delivery
-        // restarts a subscription's loop when it changes, and a failure must not.
-        let row: Option<(String, bool, Option<OffsetDateTime>)> = sqlx::query_as(
-            "UPDATE outbox_webhooks w SET
-                failing_since = COALESCE(w.failing_since, compute_now()),
-                enabled = NOT d.disable,
-                disabled_reason = CASE WHEN NOT d.disable THEN NULL WHEN $2 THEN 'gone' ELSE 'failing' END,
-                updated_at = CASE WHEN d.disable THEN compute_now() ELSE w.updated_at END
-             FROM (SELECT $2 OR COALESCE(failing_since, compute_now()) <= compute_now() - make_interval(secs => $3)
-                          AS disable
-                   FROM outbox_webhooks WHERE id = $1) d
-             WHERE w.id = $1 AND w.enabled
-             RETURNING w.tenant_id, d.disable, w.failing_since",
-        )
-        .bind(id)
-        .bind(gone)
-        .bind(seconds as f64)
-        .fetch_optional(&mut *tx)
-        .await?;
-        row.filter(|(_, disable, _)| *disable).map(|(tenant, _, since)| {
-            let reason = if gone { "gone" } else { "failing" };
-            (tenant, reason.to_owned(), since)
-        })
-    };
-    let outcome = match disabled {
-        Some((tenant, reason, since)) => {
-            let since = since.and_then(|since| since.format(&time::format_description::well_known::Rfc3339).ok());
-            let data = serde_json::json!({ "webhookId": id, "reason": reason, "failingSince": since });
-            let event = outbox_core::NewEvent::new("webhook.disabled", tenant, format!("webhook/{id}"), data);
-            crate::publish(&mut *tx, &event).await?;
-            Outcome::Disabled
-        }
-        None => Outcome::Recorded,
-    };
-    tx.commit().await?;
-    Ok(outcome)
 }
 
 /// Serializes creations and counts of one tenant's subscriptions.
@@ -711,25 +445,6 @@ async fn start_at_head(tx: &mut Transaction<'_, Postgres>, id: &str) -> Result<(
     .execute(&mut **tx)
     .await?;
     Ok(())
-}
-
-fn seal(key: &SealKey, id: &str, sealed: &Sealed) -> Result<Vec<u8>> {
-    let plain = serde_json::to_vec(sealed).map_err(|e| Error::InvalidRequest(format!("sealing {id}: {e}")))?;
-    key.seal(id, &plain).map_err(seal_error)
-}
-
-fn open(key: &SealKey, id: &str, sealed: &[u8]) -> Result<Sealed> {
-    let plain = key.open(id, sealed).map_err(seal_error)?;
-    serde_json::from_slice(&plain)
-        .map_err(|e| Error::Sealed(format!("the sealed value of {id} is not what was sealed: {e}")))
-}
-
-fn parse_sealed_secret(text: &str) -> Result<Secret> {
-    Secret::parse(text).map_err(|refusal| Error::Sealed(format!("a sealed secret does not parse: {}", refusal.rule)))
-}
-
-fn seal_error(error: crate::internal::seal::SealError) -> Error {
-    Error::Sealed(error.to_string())
 }
 
 #[cfg(test)]

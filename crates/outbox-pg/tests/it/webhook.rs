@@ -47,7 +47,7 @@ async fn a_tenant_sees_and_changes_only_its_own_subscriptions() {
     assert_eq!(webhook::get(&db.pool, Some("acme"), &globex.id).await.unwrap(), None, "another tenant's is not found");
     assert!(webhook::get(&db.pool, None, &globex.id).await.unwrap().is_some(), "an administrator finds any");
     let listed = webhook::list(&db.pool, "acme", None, 100).await.unwrap();
-    assert_eq!(listed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), [acme.id.as_str()]);
+    assert_eq!(listed.iter().map(|o| o.webhook.id.as_str()).collect::<Vec<_>>(), [acme.id.as_str()]);
 
     let patch = Patch { enabled: Some(false), ..Patch::default() };
     assert_eq!(webhook::update(&db.pool, &key, Some("acme"), &globex.id, &patch).await.unwrap(), None);
@@ -271,4 +271,43 @@ async fn a_subscription_disabled_while_retention_pruned_past_its_cursor_has_a_ga
     assert!(!fresh.gap, "a subscription created after the pruning starts after it");
     let now = Patch { enabled: Some(true), resume_now: true, ..Patch::default() };
     assert!(!webhook::update(&db.pool, &key, None, &kept.id, &now).await.unwrap().unwrap().gap, "resumed from now");
+}
+
+#[tokio::test]
+async fn a_page_of_subscriptions_carries_each_ones_lag_and_newest_attempt_from_one_statement() {
+    use outbox_core::{NewEvent, Pattern};
+    use outbox_pg::ReadRequest;
+
+    let db = TestDb::new().await;
+    let key = key();
+    let mut ids = Vec::new();
+    for types in [vec!["node.*"], vec!["*"], vec!["reservation.active", "node.left"]] {
+        let new = NewWebhook { types: types.into_iter().map(str::to_owned).collect(), ..new_webhook("https://a.example/h") };
+        ids.push(webhook::create(&db.pool, &key, "acme", &new, 100).await.unwrap().0.id);
+    }
+    let events: Vec<NewEvent> = [("node.joined", "acme"), ("node.left", "acme"), ("reservation.active", "acme")]
+        .iter()
+        .chain(&[("reservation.ended", "acme"), ("node.joined", "globex")])
+        .map(|(event_type, tenant)| NewEvent::new(*event_type, *tenant, "node/n1", serde_json::json!({})))
+        .collect();
+    outbox_pg::publish_many(&db.pool, &events).await.unwrap();
+    outbox_pg::testkit::settle(&db.pool, Duration::from_secs(20)).await;
+    webhook::record_attempt(&db.pool, &ids[1], &failed(Instant::now(), Duration::ZERO, 7)).await.unwrap();
+
+    let page = webhook::list(&db.pool, "acme", None, 10).await.unwrap();
+    assert_eq!(page.iter().map(|o| o.webhook.id.clone()).collect::<Vec<_>>(), ids);
+    assert_eq!(page.iter().map(|o| o.lag).collect::<Vec<_>>(), [2, 4, 2]);
+    for overview in &page {
+        let patterns = overview.webhook.types.iter().map(|p| Pattern::parse(p).unwrap());
+        let request = ReadRequest::tenant("acme").types(patterns).after(overview.webhook.position);
+        let lag = cursor::lag(&db.pool, &request, cursor::LAG_CAP).await.unwrap();
+        assert_eq!(overview.lag, lag, "counted as the sinks' lag is: {:?}", overview.webhook.types);
+        assert!(!overview.lag_capped());
+        let last = webhook::last_attempt(&db.pool, &overview.webhook.id).await.unwrap();
+        assert_eq!(overview.last_attempt, last);
+    }
+    assert_eq!(page[1].last_attempt.as_ref().and_then(|a| a.event_id.as_deref()), Some("evt_7"));
+    let one = webhook::overview(&db.pool, Some("acme"), &ids[1]).await.unwrap().unwrap();
+    assert_eq!(one, page[1]);
+    assert_eq!(webhook::overview(&db.pool, Some("globex"), &ids[1]).await.unwrap(), None);
 }

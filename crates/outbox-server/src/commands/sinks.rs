@@ -10,6 +10,7 @@ use crate::cli::{DeadLettersActArgs, DeadLettersListArgs, Format, SinksListArgs}
 use crate::config::{Config, ConfigError, Overrides};
 use crate::sinks::{MAX_PAGE, Sinks};
 use crate::terminal::{json_line, print_table, terminal_safe as escape};
+use outbox_http::{DeadLetterPage, DeadLetterView};
 use outbox_pg::internal::dead_letter::DeadLetter;
 
 /// `outbox sinks list`.
@@ -54,9 +55,10 @@ fn status_row(status: &SinkStatus) -> Vec<String> {
 /// `outbox dead-letters list`.
 pub async fn list_dead_letters(args: DeadLettersListArgs) -> anyhow::Result<()> {
     let sinks = open(args.config.as_deref()).await?;
-    let (letters, more) = sinks.dead_letters(&args.sink, None, args.limit, args.replayed).await?;
+    let page = DeadLetterPage { after: None, limit: args.limit, include_replayed: args.replayed };
+    let (letters, more) = sinks.dead_letters(&args.sink, page).await?;
     match args.format {
-        Format::Json => letters.iter().for_each(|letter| println!("{}", json_line(letter))),
+        Format::Json => letters.iter().for_each(|letter| println!("{}", json_line(&DeadLetterView::from(letter)))),
         Format::Table => print_table(
             &["ID", "POSITION", "TYPE", "TENANT", "ATTEMPTS", "LAST FAILED", "REPLAYED", "ERROR"],
             &letters.iter().map(letter_row).collect::<Vec<_>>(),
@@ -119,10 +121,10 @@ async fn chosen(sinks: &Sinks, args: &DeadLettersActArgs) -> anyhow::Result<Vec<
         return Ok(args.ids.clone());
     }
     let mut ids = Vec::new();
-    let mut after = None;
+    let mut next = DeadLetterPage::pending(MAX_PAGE);
     loop {
-        let (page, more) = sinks.dead_letters(&args.sink, after, MAX_PAGE, false).await?;
-        after = page.last().map(|letter| letter.id);
+        let (page, more) = sinks.dead_letters(&args.sink, next).await?;
+        next.after = page.last().map(|letter| letter.id);
         ids.extend(page.iter().map(|letter| letter.id));
         if !more {
             break;
