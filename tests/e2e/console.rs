@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use outbox_core::NewEvent;
 use outbox_e2e::browser::{Browser, LogEntry};
-use outbox_e2e::client::post;
+use outbox_e2e::client::{get, post};
 use outbox_pg::testkit::TestDb;
 use serde_json::{Value, json};
 
@@ -51,9 +51,14 @@ impl Setup {
         assert_eq!(reply.status, 201, "{}", reply.body);
     }
 
-    /// Opens the console with the token in the address, as `outbox dev` prints it.
+    /// Opens the console with the administrator's token in the address, as `outbox dev` prints it.
     async fn open(&self, browser: &Browser) {
-        let url = format!("http://{}/#token={}", self.addr, self.admin);
+        self.open_as(browser, &self.admin).await;
+    }
+
+    /// Opens the console with `token` in the address.
+    async fn open_as(&self, browser: &Browser, token: &str) {
+        let url = format!("http://{}/#token={token}", self.addr);
         browser.client.goto(&url).await.expect("opening the console");
         live(browser).await;
     }
@@ -210,7 +215,7 @@ async fn signing_in_watching_live_pausing_filtering_and_hostile_data() {
     browser.fill("#token-input", "not-a-token").await;
     browser.click("#sign-in-form button[type=submit]").await;
     browser.until_text("sign-in-message", "The server refused this token", SOON).await;
-    no_console_errors(&browser, |entry| entry.message.contains("/sinks") && entry.message.contains("401")).await;
+    no_console_errors(&browser, |entry| entry.message.contains("/whoami") && entry.message.contains("401")).await;
     browser.fill("#token-input", &setup.admin).await;
     browser.click("#sign-in-form button[type=submit]").await;
     live(&browser).await;
@@ -253,8 +258,23 @@ async fn the_live_list_continues_across_a_restart_with_no_gap_and_no_duplicate()
     browser.close().await;
 }
 
+/// `node/hNN` for each `n` of `numbers`, in that order.
+fn history_names(numbers: impl IntoIterator<Item = usize>) -> Vec<String> {
+    numbers.into_iter().map(|n| format!("node/h{n:02}")).collect()
+}
+
+async fn per_page(browser: &Browser, limit: &str) {
+    let select = browser.client.find(fantoccini::Locator::Css("#history-limit")).await.unwrap();
+    select.select_by_value(limit).await.unwrap();
+}
+
+async fn order(browser: &Browser, order: &str) {
+    let select = browser.client.find(fantoccini::Locator::Css("#history-order")).await.unwrap();
+    select.select_by_value(order).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn the_history_pages_and_filters() {
+async fn the_history_pages_newest_first_and_from_a_position_and_filters() {
     let setup = Setup::start("").await;
     let events: Vec<NewEvent> = (0..45)
         .map(|n| {
@@ -266,32 +286,46 @@ async fn the_history_pages_and_filters() {
     let browser = Browser::start().await;
     setup.open(&browser).await;
     show_view(&browser, "history").await;
-    browser.until_text("history-page", "Page 1: 45 events", SOON).await;
 
-    browser.client.find(fantoccini::Locator::Css("#history-limit")).await.unwrap().select_by_value("20").await.unwrap();
+    // Newest first, the default: the newest event at the top, Next goes to older pages.
+    browser.until_text("history-page", "Page 1: 45 events, the oldest event", SOON).await;
+    assert_eq!(history_subjects(&browser).await, history_names((0..45).rev()));
+    per_page(&browser, "20").await;
     browser.click("#history-form button[type=submit]").await;
-    browser.until_text("history-page", "Page 1: 20 events, more follow", SOON).await;
-    let first: Vec<String> = (0..20).map(|n| format!("node/h{n:02}")).collect();
-    assert_eq!(history_subjects(&browser).await, first);
+    browser.until_text("history-page", "Page 1: 20 events, older events follow", SOON).await;
+    assert_eq!(history_subjects(&browser).await, history_names((25..45).rev()), "the newest 20, newest first");
     browser.click("#history-list li:nth-child(3) button").await;
-    browser.until_text("history-detail-json", "\"n\": 2", SOON).await;
+    browser.until_text("history-detail-json", "\"n\": 42", SOON).await;
     screenshot(&browser, "history").await;
     browser.click("#history-next").await;
-    browser.until_text("history-page", "Page 2: 20 events", SOON).await;
-    let second: Vec<String> = (20..40).map(|n| format!("node/h{n:02}")).collect();
-    assert_eq!(history_subjects(&browser).await, second);
+    browser.until_text("history-page", "Page 2: 20 events, older events follow", SOON).await;
+    assert_eq!(history_subjects(&browser).await, history_names((5..25).rev()));
     browser.click("#history-next").await;
-    browser.until_text("history-page", "Page 3: 5 events, the end of the history", SOON).await;
+    browser.until_text("history-page", "Page 3: 5 events, the oldest event", SOON).await;
+    assert_eq!(history_subjects(&browser).await, history_names((0..5).rev()));
     assert_eq!(browser.run("return document.getElementById('history-next').disabled;").await, json!(true));
     browser.click("#history-prev").await;
     browser.until_text("history-page", "Page 2: 20 events", SOON).await;
-    assert_eq!(history_subjects(&browser).await, second);
+    assert_eq!(history_subjects(&browser).await, history_names((5..25).rev()));
 
+    // From a position: oldest first, from the start.
+    order(&browser, "asc").await;
+    assert_eq!(browser.text("history-cursor-label").await, "After position");
+    browser.click("#history-form button[type=submit]").await;
+    browser.until_text("history-page", "Page 1: 20 events, more follow", SOON).await;
+    assert_eq!(history_subjects(&browser).await, history_names(0..20));
+    browser.click("#history-next").await;
+    browser.until_text("history-page", "Page 2: 20 events", SOON).await;
+    assert_eq!(history_subjects(&browser).await, history_names(20..40));
+    browser.click("#history-next").await;
+    browser.until_text("history-page", "Page 3: 5 events, the end of the history", SOON).await;
+
+    // Filters, by types and by subject.
+    per_page(&browser, "50").await;
     browser.fill("#history-types", "reservation.*").await;
     browser.click("#history-form button[type=submit]").await;
     browser.until_text("history-page", "Page 1: 15 events, the end", SOON).await;
-    let reservations: Vec<String> = (0..45).step_by(3).map(|n| format!("node/h{n:02}")).collect();
-    assert_eq!(history_subjects(&browser).await, reservations);
+    assert_eq!(history_subjects(&browser).await, history_names((0..45).step_by(3)));
     browser.fill("#history-types", "").await;
     browser.fill("#history-subject", "node/h07").await;
     browser.click("#history-form button[type=submit]").await;
@@ -299,6 +333,38 @@ async fn the_history_pages_and_filters() {
     assert_eq!(history_subjects(&browser).await, ["node/h07"]);
     browser.click("#history-list button").await;
     browser.until_text("history-detail-json", "\"n\": 7", SOON).await;
+    no_console_errors(&browser, |_| false).await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_signs_in_and_browses_without_a_request_that_fails() {
+    let setup = Setup::start("").await;
+    let tenant = issue_token(&["--tenant", "acme", "--scopes", "events:read webhooks:write"]);
+    let browser = Browser::start_recording_requests().await;
+    setup.open_as(&browser, &tenant).await;
+    let identity = browser.text("identity").await;
+    assert!(identity.contains("tenant acme") && !identity.contains("administrator"), "{identity}");
+    // What the grant does not allow is not offered: the sinks and the tenant selector.
+    let offered = "return [document.getElementById('tenant-form').hidden, \
+                   document.querySelector(\"a[data-view='sinks']\").parentElement.hidden];";
+    assert_eq!(browser.run(offered).await, json!([true, true]));
+
+    setup.publish(&[event("node.joined", "node/tenant", json!({}))]).await;
+    until_listed(&browser, "node/tenant").await;
+    show_view(&browser, "history").await;
+    browser.until_text("history-page", "Page 1: 1 event", SOON).await;
+    show_view(&browser, "webhooks").await;
+    browser.until_text("webhooks-refreshed", "0 subscriptions, refreshed", SOON).await;
+    show_view(&browser, "dead-letters").await;
+    browser.until_text("dl-summary", "There is no sink or subscription", SOON).await;
+
+    let requests = browser.requests().await;
+    let asked = |path: &str| requests.iter().any(|r| r.url.contains(&format!("{}{path}", setup.addr)));
+    assert!(asked("/whoami") && asked("/watch") && asked("/events") && asked("/webhooks"), "{requests:#?}");
+    assert!(!asked("/sinks"), "a tenant's page never asks for the sinks: {requests:#?}");
+    let failed: Vec<_> = requests.iter().filter(|r| r.failed()).collect();
+    assert!(failed.is_empty(), "requests that failed: {failed:#?}");
     no_console_errors(&browser, |_| false).await;
     browser.close().await;
 }
@@ -319,7 +385,7 @@ async fn sinks_webhooks_and_dead_letters_are_repaired_from_the_page() {
         batch[n].data = json!({ "poison": true, "n": n });
     }
     setup.publish(&batch).await;
-    let browser = Browser::start().await;
+    let browser = Browser::start_recording_requests().await;
     setup.open(&browser).await;
 
     // The sink's state, with its three dead letters once the poison events were refused.
@@ -344,11 +410,23 @@ async fn sinks_webhooks_and_dead_letters_are_repaired_from_the_page() {
     let rows =
         browser.run("return Array.from(document.querySelectorAll('#dl-body tr')).map(r => r.dataset.letter);").await;
     assert!(!strings(rows).contains(&first), "the replayed letter left the list");
+    // Replay all: the count asked, then one request to the bulk route replays them all.
+    browser.requests().await;
     browser.click("#dl-replay-all").await;
     browser.until_text("confirm-message", "Replay all 2 dead letters of sink hook", SOON).await;
     browser.click("#confirm-yes").await;
+    browser.until_text("status", "Replayed 2 of 2 dead letters", SOON).await;
     browser.until_text("dl-summary", "0 pending dead letters", SOON).await;
-    browser.until_text("status", "Replayed 2 of 2", SOON).await;
+    let replays: Vec<String> = browser
+        .requests()
+        .await
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.url.contains("/replay"))
+        .map(|r| format!("{} {}", r.url, r.status.unwrap_or_default()))
+        .collect();
+    assert_eq!(replays, [format!("http://{}/sinks/hook/dead-letters/replay 200", setup.addr)], "one bulk request");
+    let left = get(setup.addr, "/sinks/hook/dead-letters", Some(&setup.admin)).await;
+    assert_eq!(left.json()["items"], json!([]), "the server has no pending letter left: {}", left.body);
     let poison_accepted = receiver.accepted.lock().iter().filter(|e| e.data.value()["poison"] == json!(true)).count();
     assert_eq!(poison_accepted, 3, "the receiver got the three replayed events");
 

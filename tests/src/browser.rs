@@ -80,9 +80,40 @@ struct Driver {
     profile: PathBuf,
 }
 
+/// One request the page made, from Chromium's network log: what it asked and what came of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The whole URL.
+    pub url: String,
+    /// The answer's status, once one came.
+    pub status: Option<u16>,
+    /// Why the request failed without an answer (`net::ERR_…`), when it did.
+    pub failure: Option<String>,
+    /// Whether the page itself abandoned it (an `AbortController`, a closed stream).
+    pub canceled: bool,
+}
+
+impl PageRequest {
+    /// Whether it failed: no answer although the page waited for one, or a 4xx or 5xx answer.
+    pub fn failed(&self) -> bool {
+        (self.failure.is_some() && !self.canceled) || self.status.is_some_and(|status| status >= 400)
+    }
+}
+
 impl Browser {
     /// Starts chromedriver and a Chromium session; panics naming what is missing.
     pub async fn start() -> Browser {
+        Browser::launch(false).await
+    }
+
+    /// [`Browser::start`], with the page's requests recorded for [`Browser::requests`].
+    pub async fn start_recording_requests() -> Browser {
+        Browser::launch(true).await
+    }
+
+    async fn launch(record_requests: bool) -> Browser {
         let chrome = chromium().unwrap_or_else(|missing| panic!("{missing}"));
         let driver_binary = chromedriver().unwrap_or_else(|missing| panic!("{missing}"));
         let port = free_port();
@@ -97,11 +128,17 @@ impl Browser {
         wait_for_port(port, &mut driver.child);
         let mut args: Vec<String> = FLAGS.iter().map(|flag| (*flag).to_owned()).collect();
         args.push(format!("--user-data-dir={}", driver.profile.display()));
-        let capabilities = json!({
+        let mut capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": chrome, "args": args },
             "goog:loggingPrefs": { "browser": "ALL" },
         });
+        if record_requests {
+            // The network part of the performance log: every request, its answer or its failure.
+            capabilities["goog:loggingPrefs"]["performance"] = json!("ALL");
+            capabilities["goog:chromeOptions"]["perfLoggingPrefs"] =
+                json!({ "enableNetwork": true, "enablePage": false });
+        }
         let Value::Object(capabilities) = capabilities else { unreachable!("an object literal") };
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let client = ClientBuilder::new(connector)
@@ -120,7 +157,23 @@ impl Browser {
 
     /// The console log entries since the last call (Chromium hands each entry out once).
     pub async fn log(&self) -> Vec<LogEntry> {
-        let entries = self.client.issue_cmd(BrowserLog).await.expect("reading the browser's log");
+        self.read_log("browser").await
+    }
+
+    /// The requests the page made since the last call, in the order it made them (a
+    /// browser from [`Browser::start_recording_requests`]; another records none).
+    pub async fn requests(&self) -> Vec<PageRequest> {
+        let mut requests: Vec<(String, PageRequest)> = Vec::new();
+        for entry in self.read_log("performance").await {
+            let message: Value = serde_json::from_str(&entry.message).unwrap_or_default();
+            record(&mut requests, &message["message"]["method"], &message["message"]["params"]);
+        }
+        requests.into_iter().map(|(_, request)| request).collect()
+    }
+
+    async fn read_log(&self, kind: &'static str) -> Vec<LogEntry> {
+        let entries =
+            self.client.issue_cmd(ReadLog(kind)).await.unwrap_or_else(|e| panic!("reading the {kind} log: {e}"));
         entries
             .as_array()
             .map(|entries| {
@@ -242,17 +295,40 @@ fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
-/// `POST /session/{id}/se/log {"type":"browser"}`: Chromium's console log since the last read.
-#[derive(Debug)]
-struct BrowserLog;
+/// Adds one DevTools network event (`method`, `params`) to `requests`, keyed by request id.
+fn record(requests: &mut Vec<(String, PageRequest)>, method: &Value, params: &Value) {
+    let id = params["requestId"].as_str().unwrap_or_default();
+    let known = requests.iter_mut().rev().find(|(known, _)| known == id).map(|(_, request)| request);
+    match (method.as_str().unwrap_or_default(), known) {
+        ("Network.requestWillBeSent", _) => {
+            let text = |key: &str| params["request"][key].as_str().unwrap_or_default().to_owned();
+            let made =
+                PageRequest { method: text("method"), url: text("url"), status: None, failure: None, canceled: false };
+            requests.push((id.to_owned(), made));
+        }
+        ("Network.responseReceived", Some(request)) => {
+            request.status = params["response"]["status"].as_u64().and_then(|status| u16::try_from(status).ok());
+        }
+        ("Network.loadingFailed", Some(request)) => {
+            request.failure = Some(params["errorText"].as_str().unwrap_or("failed").to_owned());
+            request.canceled = params["canceled"].as_bool() == Some(true);
+        }
+        _ => {}
+    }
+}
 
-impl WebDriverCompatibleCommand for BrowserLog {
+/// `POST /session/{id}/se/log {"type":"<kind>"}`: one of Chromium's logs since the last read
+/// (`browser`, the console; `performance`, the DevTools events, the network's among them).
+#[derive(Debug)]
+struct ReadLog(&'static str);
+
+impl WebDriverCompatibleCommand for ReadLog {
     fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
         base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
     }
 
     fn method_and_body(&self, _url: &url::Url) -> (http::Method, Option<String>) {
-        (http::Method::POST, Some(r#"{"type":"browser"}"#.to_owned()))
+        (http::Method::POST, Some(json!({ "type": self.0 }).to_string()))
     }
 }
 

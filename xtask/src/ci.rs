@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: the one command whose local success predicts a green CI.
 
+mod node;
 mod statements;
 mod tidy;
 
@@ -73,6 +74,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
 fn run_phases(phases: &mut Phases) -> anyhow::Result<()> {
     phases.time("format", || step("cargo fmt --check", &["fmt", "--all", "--", "--check"]))?;
     phases.time("tidy", tidy::run)?;
+    phases.time("the console's JavaScript (node --test)", || node::run(&Workspace::load()?.root))?;
     phases.time("build", || crate::test::build_all(&[]))?;
     let debug = outbox_services::target_dir()?.join("debug");
     // The torture run waits on its faults more than it computes: it runs beside the checks

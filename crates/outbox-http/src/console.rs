@@ -4,13 +4,16 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /` | the page (`console/index.html`) |
-//! | `GET /console/console.js` | the page's script, an ES module |
+//! | `GET /console/console.js` | the page's script, an ES module importing the others |
+//! | `GET /console/{api,dom,format,refresh}.js` | its helpers: the API with the token, text-only elements, words, refreshing |
+//! | `GET /console/{live,history,sinks,webhooks,dead-letters}.js` | one module per view |
 //! | `GET /console/console.css` | its style |
 //! | `GET /console/watch-events.js` | `watchEvents`, an ES module any page may import (CORS open) |
 //! | `GET /console/icon.svg` | the page's icon |
 //!
-//! The files are plain text written by hand: no build step, no framework, nothing loaded
-//! from elsewhere. They hold no data and need no credential; the page reads the API with
+//! The files are plain text written by hand, served from one table (`ASSETS`): no build
+//! step, no framework, nothing loaded from elsewhere (`script-src 'self'` admits module
+//! scripts and their imports from this origin). They hold no data and need no credential; the page reads the API with
 //! the token the user gives it, in an `Authorization` header. Every answer carries a strict
 //! `Content-Security-Policy` (scripts, styles, connections and images only from this origin,
 //! no inline script or style, no framing, no form posts, no `<base>`), `nosniff`,
@@ -38,25 +41,34 @@ struct Asset {
     text: &'static str,
 }
 
-/// Everything the console serves.
+impl Asset {
+    const fn new(path: &'static str, content_type: &'static str, text: &'static str) -> Asset {
+        Asset { path, content_type, text }
+    }
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const SVG: &str = "image/svg+xml";
+
+/// Everything the console serves: the page first, then its style, icon and ES modules
+/// (`console.js` the entry, importing the others by these paths).
 const ASSETS: &[Asset] = &[
-    Asset { path: "/", content_type: "text/html; charset=utf-8", text: include_str!("console/index.html") },
-    Asset {
-        path: "/console/console.js",
-        content_type: "text/javascript; charset=utf-8",
-        text: include_str!("console/console.js"),
-    },
-    Asset {
-        path: "/console/console.css",
-        content_type: "text/css; charset=utf-8",
-        text: include_str!("console/console.css"),
-    },
-    Asset {
-        path: WATCH_EVENTS_PATH,
-        content_type: "text/javascript; charset=utf-8",
-        text: include_str!("console/watch-events.js"),
-    },
-    Asset { path: "/console/icon.svg", content_type: "image/svg+xml", text: include_str!("console/icon.svg") },
+    Asset::new("/", HTML, include_str!("console/index.html")),
+    Asset::new("/console/console.css", CSS, include_str!("console/console.css")),
+    Asset::new("/console/icon.svg", SVG, include_str!("console/icon.svg")),
+    Asset::new("/console/console.js", JAVASCRIPT, include_str!("console/console.js")),
+    Asset::new("/console/api.js", JAVASCRIPT, include_str!("console/api.js")),
+    Asset::new("/console/dom.js", JAVASCRIPT, include_str!("console/dom.js")),
+    Asset::new("/console/format.js", JAVASCRIPT, include_str!("console/format.js")),
+    Asset::new("/console/refresh.js", JAVASCRIPT, include_str!("console/refresh.js")),
+    Asset::new("/console/live.js", JAVASCRIPT, include_str!("console/live.js")),
+    Asset::new("/console/history.js", JAVASCRIPT, include_str!("console/history.js")),
+    Asset::new("/console/sinks.js", JAVASCRIPT, include_str!("console/sinks.js")),
+    Asset::new("/console/webhooks.js", JAVASCRIPT, include_str!("console/webhooks.js")),
+    Asset::new("/console/dead-letters.js", JAVASCRIPT, include_str!("console/dead-letters.js")),
+    Asset::new(WATCH_EVENTS_PATH, JAVASCRIPT, include_str!("console/watch-events.js")),
 ];
 
 /// Where `watchEvents` is served; other origins may import it.
@@ -194,6 +206,21 @@ mod tests {
         assert_eq!(response.headers()["access-control-allow-origin"], "*");
         assert_eq!(response.headers()[CONTENT_TYPE], "text/javascript; charset=utf-8");
         assert!(text(response).await.contains("export function watchEvents("));
+    }
+
+    #[test]
+    fn every_module_a_script_imports_is_served() {
+        let mut imported = 0;
+        for asset in ASSETS.iter().filter(|asset| asset.content_type == JAVASCRIPT) {
+            for line in asset.text.lines().filter(|line| line.starts_with("import ")) {
+                let quoted = line.rsplit(" from ").next().unwrap().trim_end_matches(';');
+                let target = quoted.trim_matches('\'');
+                let path = target.strip_prefix("./").map_or(target.to_owned(), |name| format!("/console/{name}"));
+                assert!(ASSETS.iter().any(|served| served.path == path), "{} imports {target}, not served", asset.path);
+                imported += 1;
+            }
+        }
+        assert!(imported >= 10, "the modules import each other ({imported} imports found)");
     }
 
     #[tokio::test]

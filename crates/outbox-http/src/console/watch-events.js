@@ -114,12 +114,12 @@ class Watcher {
 
   /** Reads frames until the body ends; says whether it ended in a failure or a refusal. */
   async read(body) {
-    const parser = new FrameParser();
-    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    const stream = new EventStreamReader();
+    const reader = body.getReader();
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return { failed: false };
-      for (const frame of parser.push(value)) {
+      for (const frame of stream.push(value)) {
         if (this.closed) return { failed: false };
         const outcome = this.handle(frame);
         if (outcome) {
@@ -130,19 +130,21 @@ class Watcher {
     }
   }
 
-  /** One parsed frame: an event, an error, a `retry:` or a keep-alive comment. */
+  /** One frame: an event, an error, a `retry:` or a keep-alive comment. */
   handle(frame) {
-    if (frame.retry !== undefined) this.retryMs = frame.retry;
-    if (frame.comment !== undefined) {
+    if (frame.kind === 'retry') {
+      this.retryMs = frame.retry;
+      return null;
+    }
+    if (frame.kind === 'comment') {
       const position = /^keep-alive (\d+\.\d+)$/.exec(frame.comment);
       // The keep-alive position says the stream gave everything up to it: resume there.
-      if (position && position[1]) this.lastEventId = position[1];
+      if (position) this.lastEventId = position[1];
       this.opened();
       return null;
     }
-    if (frame.data === undefined) return null;
     if (frame.event === 'error') return streamError(frame.data);
-    if (frame.id) this.lastEventId = frame.id;
+    if (frame.id !== null) this.lastEventId = frame.id;
     this.opened();
     let event;
     try {
@@ -150,7 +152,7 @@ class Watcher {
     } catch {
       return null;
     }
-    this.options.onEvent(event, { id: frame.id || '', type: frame.event || 'message' });
+    this.options.onEvent(event, { id: frame.id || '', type: frame.event });
     return null;
   }
 
@@ -222,57 +224,88 @@ function describe(error) {
   return error && error.message ? error.message : String(error);
 }
 
-/** The text/event-stream format, fed text as it arrives, handing back complete frames. */
-export class FrameParser {
+/** The largest `retry:` the standard's reader accepts (a 64-bit count of milliseconds). */
+const MAX_RETRY = 18446744073709551615n;
+
+/**
+ * The frames of a whole `text/event-stream` given as byte chunks (Uint8Array), as one
+ * reader fed them in order hands them out: a pure function, for tests and for callers
+ * that hold a stream's bytes. What follows the last line end is not a line yet.
+ * @param {Iterable<Uint8Array>} chunks
+ * @returns {Array<object>} frames, as {@link EventStreamReader#push} describes them
+ */
+export function parseEventStream(chunks) {
+  const reader = new EventStreamReader();
+  const frames = [];
+  for (const chunk of chunks) frames.push(...reader.push(chunk));
+  return frames;
+}
+
+/**
+ * The `text/event-stream` format (HTML §9.2.6), fed bytes as they arrive, handing back
+ * complete frames. The bytes are decoded as UTF-8 (one leading byte order mark dropped,
+ * bytes that are no UTF-8 replaced by U+FFFD), lines end at CRLF, LF or CR (a CRLF split
+ * between two chunks is one line end), and, as in the Rust client, an `id:` belongs to
+ * its own block only.
+ */
+export class EventStreamReader {
   constructor() {
-    this.buffer = '';
-    this.frame = {};
+    this.decoder = new TextDecoder();
+    this.partial = '';
+    this.afterCr = false;
+    this.block = { event: '', data: null, id: null };
   }
 
-  /** Frames completed by `text`; a frame is {id?, event?, data?, retry?, comment?}. */
-  push(text) {
-    this.buffer += text;
+  /**
+   * Frames completed by `bytes`: `{kind: 'event', event, id, data}` for a block with data
+   * (`event` is `message` when the block named none; `id` is null when it set none),
+   * `{kind: 'retry', retry}` for a valid `retry:` line, `{kind: 'comment', comment}` for a
+   * line starting with a colon (its text without the colon and one leading space).
+   * @param {Uint8Array} bytes
+   */
+  push(bytes) {
+    let text = this.decoder.decode(bytes, { stream: true });
     const frames = [];
-    let start = 0;
-    for (;;) {
-      const end = lineEnd(this.buffer, start);
-      if (end === -1) break;
-      const line = this.buffer.slice(start, end);
-      start = end + (this.buffer[end] === '\r' && this.buffer[end + 1] === '\n' ? 2 : 1);
-      const frame = this.line(line);
-      if (frame) frames.push(frame);
+    if (this.afterCr && text !== '') {
+      this.afterCr = false;
+      if (text[0] === '\n') text = text.slice(1);
     }
-    this.buffer = this.buffer.slice(start);
+    const ends = /\r\n|\r|\n/g;
+    let start = 0;
+    for (let match = ends.exec(text); match; match = ends.exec(text)) {
+      // A CR at the end of the chunk may be the first half of a CRLF.
+      if (match[0] === '\r' && match.index === text.length - 1) this.afterCr = true;
+      this.line(this.partial + text.slice(start, match.index), frames);
+      this.partial = '';
+      start = ends.lastIndex;
+    }
+    this.partial += text.slice(start);
     return frames;
   }
 
-  line(line) {
+  line(line, frames) {
     if (line === '') {
-      const frame = this.frame;
-      this.frame = {};
-      return Object.keys(frame).length ? frame : null;
-    }
-    if (line[0] === ':') {
-      return { comment: line.slice(1).trimStart() };
+      this.dispatch(frames);
+      return;
     }
     const colon = line.indexOf(':');
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? '' : line.slice(colon + 1);
     if (value[0] === ' ') value = value.slice(1);
-    if (field === 'data') this.frame.data = this.frame.data === undefined ? value : `${this.frame.data}\n${value}`;
-    else if (field === 'event') this.frame.event = value;
-    else if (field === 'id' && !value.includes('\0')) this.frame.id = value;
-    else if (field === 'retry' && /^\d+$/.test(value)) this.frame.retry = Number(value);
-    return null;
+    const block = this.block;
+    if (field === '') frames.push({ kind: 'comment', comment: value });
+    else if (field === 'data') block.data = block.data === null ? value : `${block.data}\n${value}`;
+    else if (field === 'event') block.event = value;
+    else if (field === 'id' && !value.includes('\0')) block.id = value;
+    else if (field === 'retry' && /^\d+$/.test(value) && BigInt(value) <= MAX_RETRY) {
+      frames.push({ kind: 'retry', retry: Number(value) });
+    }
   }
-}
 
-/** Where the line starting at `start` ends (a CR, an LF or a CRLF), or -1 when it has not yet. */
-function lineEnd(text, start) {
-  for (let i = start; i < text.length; i += 1) {
-    const c = text[i];
-    if (c === '\n') return i;
-    if (c === '\r') return i + 1 < text.length ? i : -1; // a CRLF may be split
+  /** The end of a block: an event when it had data; either way the block starts again. */
+  dispatch(frames) {
+    const { event, data, id } = this.block;
+    this.block = { event: '', data: null, id: null };
+    if (data !== null) frames.push({ kind: 'event', event: event || 'message', id, data });
   }
-  return -1;
 }
