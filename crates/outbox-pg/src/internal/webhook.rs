@@ -1,6 +1,6 @@
 //! Webhook subscriptions' rows (SPEC §7.6): create, read, change and delete a tenant's
 //! subscriptions; their sealed secrets ([`secrets`]) and their delivery attempts
-//! ([`attempts`]) have modules of their own.
+//! ([`attempts`](mod@attempts)) have modules of their own.
 //!
 //! A subscription is a row of `outbox_webhooks`, its cursor the row
 //! ([`CURSOR_STREAM`], id) of `outbox_cursors`, its dead letters those of sink

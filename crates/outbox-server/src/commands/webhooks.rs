@@ -13,54 +13,17 @@ use crate::cli::{ServerArgs, WebhooksCommand};
 /// Runs the command.
 pub async fn run(command: WebhooksCommand) -> anyhow::Result<()> {
     let mut lines = Lines::stdout();
+    let lines = &mut lines;
     match command {
-        WebhooksCommand::List(args) => {
-            let client = client(&args.server)?;
-            let mut cursor = None;
-            loop {
-                let page = client
-                    .list_webhooks(cursor.as_deref(), None)
-                    .await
-                    .with_context(|| doing(&args.server, "listing webhooks"))?;
-                for webhook in &page.items {
-                    if !lines.print(&json_line(webhook))? {
-                        return Ok(());
-                    }
-                }
-                match page.cursor {
-                    Some(next) => cursor = Some(next),
-                    None => return Ok(()),
-                }
-            }
-        }
+        WebhooksCommand::List(args) => list(lines, &args.server).await,
         WebhooksCommand::Create(args) => {
-            let mut headers = std::collections::BTreeMap::new();
-            for header in &args.request_headers {
-                let (name, value) = header
-                    .split_once(':')
-                    .with_context(|| format!("--request-header {header:?} is not \"Name: value\""))?;
-                headers.insert(name.trim().to_owned(), value.trim().to_owned());
-            }
-            let new = NewWebhook {
-                url: args.endpoint,
-                types: (!args.types.is_empty()).then_some(args.types),
-                description: args.description,
-                headers: (!headers.is_empty()).then_some(headers),
-                metadata: None,
-                secret: args.secret,
-            };
-            let created = client(&args.server)?
-                .create_webhook(&new)
-                .await
-                .with_context(|| doing(&args.server, "creating a webhook"))?;
-            print(&mut lines, &created)
+            let new = new_webhook(args.endpoint, args.types, args.description, &args.request_headers, args.secret)?;
+            let client = client(&args.server)?;
+            answer(lines, &args.server, "creating a webhook", client.create_webhook(&new)).await
         }
         WebhooksCommand::Show(args) => {
-            let webhook = client(&args.server)?
-                .webhook(&args.id)
-                .await
-                .with_context(|| doing(&args.server, "reading a webhook"))?;
-            print(&mut lines, &webhook)
+            let client = client(&args.server)?;
+            answer(lines, &args.server, "reading a webhook", client.webhook(&args.id)).await
         }
         WebhooksCommand::Update(args) => {
             let patch = WebhookPatch {
@@ -71,38 +34,27 @@ pub async fn run(command: WebhooksCommand) -> anyhow::Result<()> {
                 resume: args.resume,
                 ..WebhookPatch::default()
             };
-            let changed = client(&args.server)?
-                .update_webhook(&args.id, &patch)
-                .await
-                .with_context(|| doing(&args.server, "changing a webhook"))?;
-            print(&mut lines, &changed)
+            let client = client(&args.server)?;
+            answer(lines, &args.server, "changing a webhook", client.update_webhook(&args.id, &patch)).await
         }
         WebhooksCommand::Delete(args) => {
-            client(&args.server)?
-                .delete_webhook(&args.id)
-                .await
-                .with_context(|| doing(&args.server, "deleting a webhook"))?;
-            print(&mut lines, &serde_json::json!({ "deleted": args.id }))
+            let client = client(&args.server)?;
+            client.delete_webhook(&args.id).await.with_context(|| doing(&args.server, "deleting a webhook"))?;
+            print(lines, &serde_json::json!({ "deleted": args.id }))
         }
         WebhooksCommand::Ping(args) => {
-            let outcome = client(&args.server)?
-                .ping_webhook(&args.id)
-                .await
-                .with_context(|| doing(&args.server, "pinging a webhook"))?;
-            print(&mut lines, &outcome)
+            let client = client(&args.server)?;
+            answer(lines, &args.server, "pinging a webhook", client.ping_webhook(&args.id)).await
         }
         WebhooksCommand::RotateSecret(args) => {
-            let rotated = client(&args.server)?
-                .rotate_webhook_secret(&args.id, args.grace)
-                .await
-                .with_context(|| doing(&args.server, "rotating a webhook's secret"))?;
-            print(&mut lines, &rotated)
+            let client = client(&args.server)?;
+            let rotated = client.rotate_webhook_secret(&args.id, args.grace);
+            answer(lines, &args.server, "rotating a webhook's secret", rotated).await
         }
         WebhooksCommand::Attempts(args) => {
-            let attempts = client(&args.server)?
-                .webhook_attempts(&args.id)
-                .await
-                .with_context(|| doing(&args.server, "reading attempts"))?;
+            let client = client(&args.server)?;
+            let attempts =
+                client.webhook_attempts(&args.id).await.with_context(|| doing(&args.server, "reading attempts"))?;
             for attempt in &attempts {
                 if !lines.print(&json_line(attempt))? {
                     break;
@@ -111,6 +63,60 @@ pub async fn run(command: WebhooksCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Awaits `request` and prints its answer as one line; a failure says what was being done where.
+async fn answer<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
+    lines: &mut Lines,
+    server: &ServerArgs,
+    what: &str,
+    request: impl std::future::Future<Output = Result<T, E>>,
+) -> anyhow::Result<()> {
+    let answer = request.await.with_context(|| doing(server, what))?;
+    print(lines, &answer)
+}
+
+/// Every subscription, page after page, one line each, until the reader stops reading.
+async fn list(lines: &mut Lines, server: &ServerArgs) -> anyhow::Result<()> {
+    let client = client(server)?;
+    let mut cursor = None;
+    loop {
+        let page =
+            client.list_webhooks(cursor.as_deref(), None).await.with_context(|| doing(server, "listing webhooks"))?;
+        for webhook in &page.items {
+            if !lines.print(&json_line(webhook))? {
+                return Ok(());
+            }
+        }
+        match page.cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// The subscription `create` asks for; each `--request-header` is `Name: value`.
+fn new_webhook(
+    url: String,
+    types: Vec<String>,
+    description: Option<String>,
+    request_headers: &[String],
+    secret: Option<String>,
+) -> anyhow::Result<NewWebhook> {
+    let mut headers = std::collections::BTreeMap::new();
+    for header in request_headers {
+        let (name, value) =
+            header.split_once(':').with_context(|| format!("--request-header {header:?} is not \"Name: value\""))?;
+        headers.insert(name.trim().to_owned(), value.trim().to_owned());
+    }
+    Ok(NewWebhook {
+        url,
+        types: (!types.is_empty()).then_some(types),
+        description,
+        headers: (!headers.is_empty()).then_some(headers),
+        metadata: None,
+        secret,
+    })
 }
 
 fn print(lines: &mut Lines, value: &impl Serialize) -> anyhow::Result<()> {

@@ -30,8 +30,8 @@
 //! comes later still. A notification would arrive some time after the answer, and a check
 //! in the cursor's fenced save comes after the POST: neither is in force at the answer.
 //!
-//! The parts: [`shards`] spreads the subscriptions and runs their loops, [`sink`] is one
-//! subscription as a sink, [`client`] is the guarded HTTP client every delivery, ping and
+//! The parts: `shards` spreads the subscriptions and runs their loops, `sink` is one
+//! subscription as a sink, `client` is the guarded HTTP client every delivery, ping and
 //! replay goes through.
 //!
 //! Each POST carries the Standard Webhooks headers, signed with every secret that signs
