@@ -2,7 +2,7 @@
 //! subscription it was built from.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use outbox_core::Event;
@@ -19,6 +19,10 @@ use crate::{Error, Result, Sink, SinkError};
 
 /// The most of an answer's body an attempt keeps.
 const RESPONSE_KEPT: usize = 1024;
+
+/// How long before a POST the check of the subscription's revision it goes out under may
+/// have started: a receiver that answers within it gets several POSTs a check.
+const CHECK_FRESH: Duration = Duration::from_millis(2);
 
 /// One subscription as a sink.
 pub(super) struct SubscriptionSink {
@@ -130,15 +134,21 @@ impl SubscriptionSink {
         (attempt, result)
     }
 
-    /// POSTs the events of `batch` one after the other, each after checking that the
-    /// subscription is as it was, up to the first that fails or the first check that does
-    /// not pass; then records the attempts and what the last one says in one transaction.
+    /// POSTs the events of `batch` one after the other, each under a check that the
+    /// subscription is as it was, made after the batch was read and at most [`CHECK_FRESH`]
+    /// before the POST, up to the first that fails or the first check that does not pass;
+    /// then records the attempts and what the last one says in one transaction.
     async fn post_batch(&self, batch: &[Event]) -> std::result::Result<(), SinkError> {
         let mut attempts = Vec::with_capacity(batch.len());
         let mut failed = None;
+        let mut checked_at: Option<Instant> = None;
         for (index, event) in batch.iter().enumerate() {
-            if let Err(error) = self.check_current().await {
-                return self.record(&attempts, None).await.and(Err(error.at(index)));
+            if checked_at.is_none_or(|at| at.elapsed() > CHECK_FRESH) {
+                let at = Instant::now();
+                if let Err(error) = self.check_current().await {
+                    return self.record(&attempts, None).await.and(Err(error.at(index)));
+                }
+                checked_at = Some(at);
             }
             let (attempt, result) = self.post(event).await;
             attempts.push(attempt);
