@@ -20,6 +20,7 @@
 --   core/0017_cursor_ordinals
 --   core/0018_subject_functions_inlined
 --   core/0019_publish_many_checks
+--   core/0020_subject_lane
 --   server/0001_revocations
 
 --
@@ -433,6 +434,18 @@ CREATE FUNCTION public.outbox_subject_key(subject text) RETURNS bigint
     LANGUAGE sql STABLE STRICT PARALLEL SAFE
     AS $$
     SELECT ('x' || encode(substr(sha256(convert_to('outbox:subject:' || subject, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint
+$$;
+
+--
+-- Name: outbox_subject_lane(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outbox_subject_lane(subject text, lanes integer) RETURNS integer
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN lanes BETWEEN 1 AND 256
+        THEN (((outbox_subject_key(subject) >> 1) & 9223372036854775807) % lanes)::integer
+    END
 $$;
 
 --

@@ -87,6 +87,7 @@ pub fn core_migrations() -> Vec<Migration> {
             "core/0019_publish_many_checks",
             include_str!("../../../migrations/core/0019_publish_many_checks.sql"),
         ),
+        Migration::new("core/0020_subject_lane", include_str!("../../../migrations/core/0020_subject_lane.sql")),
     ]
 }
 

@@ -94,6 +94,20 @@ pub fn subject_key(subject: &str) -> i64 {
     i64::from_be_bytes(first)
 }
 
+/// The most lanes a sink or a subscription may have (SPEC §7.7).
+pub const MAX_LANES: u32 = 256;
+
+/// The lane of `subject` among `lanes` (SPEC §7.7): the top 63 bits of its
+/// [`subject_key`] modulo `lanes`, the same number as SQL's
+/// `outbox_subject_lane(subject, lanes)`. `None` when `lanes` is not 1 to [`MAX_LANES`].
+pub fn subject_lane(subject: &str, lanes: u32) -> Option<u32> {
+    if !(1..=MAX_LANES).contains(&lanes) {
+        return None;
+    }
+    let top = (subject_key(subject) as u64) >> 1;
+    u32::try_from(top % u64::from(lanes)).ok()
+}
+
 /// The database's refusal (SQLSTATE 22023) as `INVALID_INPUT`, anything else as it is.
 fn refusal(error: sqlx::Error) -> Error {
     match error.as_database_error() {

@@ -5,6 +5,7 @@ mod concurrency;
 mod cursor;
 mod dead_letter;
 mod head;
+mod lanes;
 mod lease;
 mod migrate;
 mod ordered;
