@@ -2,10 +2,35 @@
 //! same table: a router lists, for the path's segments, each method it serves there and
 //! the route that method means; [`pick`] takes the request's, or refuses.
 
-use http::Method;
+use std::fmt::Display;
+
+use bytes::Bytes;
+use http::{Method, Uri};
+use http_body::Body as HttpBody;
 use outbox_core::ErrorCode;
 
-use crate::ApiError;
+use crate::query::Query;
+use crate::{ApiError, read_limited};
+
+/// What a route reads of a request beyond its path and method.
+pub(crate) trait Reads {
+    /// The query parameters it takes; any other is refused.
+    fn parameters(&self) -> &'static [&'static str];
+    /// Whether it reads a body.
+    fn has_body(&self) -> bool;
+}
+
+/// The query and the body `route` reads from `uri` and `body` (an empty body for a route
+/// that reads none, which is not read): an unknown parameter or a body over `limit` is refused.
+pub(crate) async fn read<R: Reads, B>(route: &R, uri: &Uri, body: B, limit: usize) -> Result<(Query, Bytes), ApiError>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Display,
+{
+    let query = Query::parse(uri.query(), route.parameters())?;
+    let body = if route.has_body() { read_limited(body, limit).await? } else { Bytes::new() };
+    Ok((query, body))
+}
 
 /// The segments of `path` after its first one (`/webhooks/wh_1/ping` → `["wh_1", "ping"]`),
 /// a trailing slash ignored.

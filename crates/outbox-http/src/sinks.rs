@@ -28,8 +28,8 @@ use serde::Serialize;
 use crate::auth::authorize_admin;
 use crate::dead_letters::{self, Items, Letters, letters_page};
 use crate::query::Query;
-use crate::route::{pick, segments};
-use crate::{ApiError, Authorizer, Body, BoxFuture, json_response, read_limited};
+use crate::route::{Reads, pick, read, segments};
+use crate::{ApiError, Authorizer, Body, BoxFuture, json_response};
 
 pub use outbox_pg::internal::dead_letter::{MAX_PAGE as MAX_DEAD_LETTER_PAGE, Page as DeadLetterPage};
 
@@ -114,6 +114,16 @@ impl<'a> SinkRoute<'a> {
     }
 }
 
+impl Reads for SinkRoute<'_> {
+    fn parameters(&self) -> &'static [&'static str] {
+        if matches!(self, SinkRoute::DeadLetters(_)) { dead_letters::PAGE_PARAMETERS } else { &[] }
+    }
+
+    fn has_body(&self) -> bool {
+        matches!(self, SinkRoute::ReplayAll(_))
+    }
+}
+
 impl<S: SinkAdmin> SinkRoutes<S> {
     /// The routes over `sinks`, admitting callers whose grant from `authorizer` is an
     /// administrator's.
@@ -138,13 +148,7 @@ impl<S: SinkAdmin> SinkRoutes<S> {
             let path = parts.uri.path();
             let route = pick(path, &parts.method, SinkRoute::served(&segments(path)))?;
             authorize_admin(self.authorizer.as_ref(), &parts.headers, "managing sinks").await?;
-            let known = if matches!(route, SinkRoute::DeadLetters(_)) { dead_letters::PAGE_PARAMETERS } else { &[] };
-            let query = Query::parse(parts.uri.query(), known)?;
-            let body = if matches!(route, SinkRoute::ReplayAll(_)) {
-                read_limited(body, BODY_LIMIT).await?
-            } else {
-                Bytes::new()
-            };
+            let (query, body) = read(&route, &parts.uri, body, BODY_LIMIT).await?;
             self.answer(route, &query, body).await
         };
         Box::pin(answer).await.unwrap_or_else(ApiError::into_response)

@@ -51,8 +51,8 @@ use serde::Serialize;
 use crate::auth::require_scope;
 use crate::dead_letters::{self, Items, Letters, letters_page};
 use crate::query::{Query, number_in};
-use crate::route::{pick, segments};
-use crate::{ApiError, Authorizer, Body, BoxFuture, Grant, json_response, read_limited, scope};
+use crate::route::{pick, read, segments};
+use crate::{ApiError, Authorizer, Body, BoxFuture, Grant, json_response, scope};
 
 mod bodies;
 pub(crate) mod route;
@@ -201,8 +201,7 @@ impl WebhookRoutes {
             })?;
             let grant = self.authorizer.authorize(&parts.headers).await?;
             require_scope(&grant, scope::WEBHOOKS_WRITE)?;
-            let query = Query::parse(parts.uri.query(), route.parameters())?;
-            let body = if route.has_body() { read_limited(body, BODY_LIMIT).await? } else { Bytes::new() };
+            let (query, body) = read(&route, &parts.uri, body, BODY_LIMIT).await?;
             self.answer(&Call { grant, key, query, body, route }).await
         };
         Box::pin(answer).await.unwrap_or_else(ApiError::into_response)

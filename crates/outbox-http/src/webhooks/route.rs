@@ -3,6 +3,8 @@
 
 use http::Method;
 
+use crate::route::Reads;
+
 /// One webhook route and the ids its path names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WebhookRoute<'a> {
@@ -50,9 +52,10 @@ impl<'a> WebhookRoute<'a> {
             _ => Vec::new(),
         }
     }
+}
 
-    /// The query parameters the route takes.
-    pub(crate) fn parameters(self) -> &'static [&'static str] {
+impl Reads for WebhookRoute<'_> {
+    fn parameters(&self) -> &'static [&'static str] {
         match self {
             WebhookRoute::List => &["tenantId", "cursor", "limit"],
             WebhookRoute::DeadLetters(_) => &["tenantId", "cursor", "limit", "replayed"],
@@ -60,8 +63,7 @@ impl<'a> WebhookRoute<'a> {
         }
     }
 
-    /// Whether the route reads a request body.
-    pub(crate) fn has_body(self) -> bool {
+    fn has_body(&self) -> bool {
         matches!(
             self,
             WebhookRoute::Create | WebhookRoute::Update(_) | WebhookRoute::RotateSecret(_) | WebhookRoute::ReplayAll(_)

@@ -54,6 +54,7 @@ mod client;
 mod shards;
 mod sink;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -103,6 +104,7 @@ impl Default for WebhookDeliveryConfig {
 pub struct WebhookDeliveries {
     shutdown: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
+    delivering: watch::Receiver<BTreeSet<String>>,
 }
 
 impl WebhookDeliveries {
@@ -114,8 +116,15 @@ impl WebhookDeliveries {
         }
         let client = WebhookClient::new(pool.clone(), seal_key, &config)?;
         let (shutdown, signal) = watch::channel(false);
-        let supervisor = Supervisor::new(pool, config, client);
-        Ok(WebhookDeliveries { shutdown, task: Mutex::new(Some(tokio::spawn(supervisor.run(signal)))) })
+        let (publish, delivering) = watch::channel(BTreeSet::new());
+        let supervisor = Supervisor::new(pool, config, client, publish);
+        let task = Mutex::new(Some(tokio::spawn(supervisor.run(signal))));
+        Ok(WebhookDeliveries { shutdown, task, delivering })
+    }
+
+    /// The subscriptions whose loops run in this process now, in id order.
+    pub fn delivering(&self) -> Vec<String> {
+        self.delivering.borrow().iter().cloned().collect()
     }
 
     /// Stops every loop gracefully (each finishes or abandons its POST and releases its

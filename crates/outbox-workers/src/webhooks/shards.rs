@@ -1,7 +1,7 @@
 //! Shards and loops: a process takes its fair share of the subscriptions' shards and runs
 //! one dispatcher loop per enabled subscription of the shards it holds.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -61,10 +61,17 @@ pub(super) struct Supervisor {
     running: HashMap<String, Loop>,
     /// Raised by a loop's sink that found its subscription changed.
     changed: Arc<Notify>,
+    /// The subscriptions whose loops run, published after every change.
+    delivering: watch::Sender<BTreeSet<String>>,
 }
 
 impl Supervisor {
-    pub(super) fn new(pool: PgPool, config: WebhookDeliveryConfig, client: WebhookClient) -> Supervisor {
+    pub(super) fn new(
+        pool: PgPool,
+        config: WebhookDeliveryConfig,
+        client: WebhookClient,
+        delivering: watch::Sender<BTreeSet<String>>,
+    ) -> Supervisor {
         Supervisor {
             pool,
             dispatcher: Arc::new(config.dispatcher.clone()),
@@ -74,6 +81,7 @@ impl Supervisor {
             member: None,
             running: HashMap::new(),
             changed: Arc::new(Notify::new()),
+            delivering,
         }
     }
 
@@ -183,6 +191,7 @@ impl Supervisor {
         for running in stopping {
             let _ = running.task.await;
         }
+        self.publish_delivering();
     }
 
     /// Stops the loops of subscriptions gone, disabled, changed or in a shard not held here;
@@ -211,6 +220,17 @@ impl Supervisor {
                 }
             }
         }
+        self.publish_delivering();
+    }
+
+    /// Publishes which subscriptions have a loop here ([`super::WebhookDeliveries::delivering`]).
+    fn publish_delivering(&self) {
+        let running: BTreeSet<String> = self.running.keys().cloned().collect();
+        self.delivering.send_if_modified(|published| {
+            let changed = *published != running;
+            *published = running;
+            changed
+        });
     }
 
     /// Starts subscription `id`'s loop, when its shard is held here and it still exists:

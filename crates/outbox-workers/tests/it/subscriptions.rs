@@ -462,15 +462,22 @@ fn deliveries_without_refresh(pool: &PgPool, key: &Arc<SealKey>) -> WebhookDeliv
     WebhookDeliveries::start(pool.clone(), key.clone(), config).expect("starting the deliveries")
 }
 
+/// A subscription of acme's `node.*` events to `receiver`, its loop running
+/// ([`deliveries_without_refresh`]) and past its first delivery.
+async fn delivering_to(pool: &PgPool, key: &Arc<SealKey>, receiver: &Receiver) -> (String, WebhookDeliveries) {
+    let id = subscribe(pool, key, "acme", &receiver.url, &secret()).await;
+    let running = deliveries_without_refresh(pool, key);
+    publish(pool, &[node("acme", 0)]).await;
+    wait_for("the loop delivering", || async { receiver.requests().len() == 1 }).await;
+    (id, running)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotated_secret_signs_every_delivery_after_the_answer() {
     let db = db().await;
     let key = key();
     let receiver = Receiver::start(|_, _| status(200)).await;
-    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
-    let running = deliveries_without_refresh(&db.pool, &key);
-    publish(&db.pool, &[node("acme", 0)]).await;
-    wait_for("the loop delivering", || async { receiver.requests().len() == 1 }).await;
+    let (id, running) = delivering_to(&db.pool, &key, &receiver).await;
 
     for round in 1..=50 {
         // No grace period: a delivery signed with the set before the answer has no entry
@@ -495,10 +502,7 @@ async fn a_subscription_disabled_or_repointed_receives_nothing_after_the_answer(
     let db = db().await;
     let key = key();
     let (first, second) = (Receiver::start(|_, _| status(200)).await, Receiver::start(|_, _| status(200)).await);
-    let id = subscribe(&db.pool, &key, "acme", &first.url, &secret()).await;
-    let running = deliveries_without_refresh(&db.pool, &key);
-    publish(&db.pool, &[node("acme", 0)]).await;
-    wait_for("the loop delivering", || async { first.requests().len() == 1 }).await;
+    let (id, running) = delivering_to(&db.pool, &key, &first).await;
 
     let repoint = Patch { url: Some(second.url.clone()), ..Patch::default() };
     store::update(&db.pool, &key, None, &id, &repoint).await.unwrap().expect("the subscription exists");
@@ -510,9 +514,9 @@ async fn a_subscription_disabled_or_repointed_receives_nothing_after_the_answer(
     store::update(&db.pool, &key, None, &id, &disable).await.unwrap().expect("the subscription exists");
     publish(&db.pool, &[node("acme", 2)]).await;
     let position_before = cursor::load(&db.pool, store::CURSOR_STREAM, &id).await.unwrap();
-    // Nothing can be awaited for an absence: the loop had a second to deliver it, when a
-    // delivery takes milliseconds here.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The supervisor never compares on its own here: the loop ends only when it reads the
+    // event and finds the subscription disabled, and then it has sent nothing more.
+    wait_for("the loop to end", || async { !running.delivering().contains(&id) }).await;
     assert_eq!((first.requests().len(), second.requests().len()), (1, 1), "nothing while disabled");
     assert_eq!(cursor::load(&db.pool, store::CURSOR_STREAM, &id).await.unwrap(), position_before, "the cursor stays");
 
@@ -533,10 +537,7 @@ async fn new_types_are_in_force_for_events_published_after_the_answer() {
     let db = db().await;
     let key = key();
     let receiver = Receiver::start(|_, _| status(200)).await;
-    let id = subscribe(&db.pool, &key, "acme", &receiver.url, &secret()).await;
-    let running = deliveries_without_refresh(&db.pool, &key);
-    publish(&db.pool, &[node("acme", 0)]).await;
-    wait_for("the loop delivering", || async { receiver.requests().len() == 1 }).await;
+    let (id, running) = delivering_to(&db.pool, &key, &receiver).await;
 
     let pools = Patch { types: Some(vec!["pool.*".into()]), ..Patch::default() };
     store::update(&db.pool, &key, None, &id, &pools).await.unwrap().expect("the subscription exists");
