@@ -21,6 +21,7 @@
 --   core/0018_subject_functions_inlined
 --   core/0019_publish_many_checks
 --   core/0020_subject_lane
+--   core/0021_webhook_lanes
 --   server/0001_revocations
 
 --
@@ -660,8 +661,10 @@ CREATE TABLE public.outbox_webhooks (
     shard integer NOT NULL,
     created_at timestamp with time zone DEFAULT public.compute_now() NOT NULL,
     updated_at timestamp with time zone DEFAULT public.compute_now() NOT NULL,
+    lanes integer DEFAULT 1 NOT NULL,
     CONSTRAINT outbox_webhooks_check CHECK ((enabled = (disabled_reason IS NULL))),
-    CONSTRAINT outbox_webhooks_disabled_reason_check CHECK ((disabled_reason = ANY (ARRAY['manual'::text, 'failing'::text, 'gone'::text])))
+    CONSTRAINT outbox_webhooks_disabled_reason_check CHECK ((disabled_reason = ANY (ARRAY['manual'::text, 'failing'::text, 'gone'::text]))),
+    CONSTRAINT outbox_webhooks_lanes CHECK (((lanes >= 1) AND (lanes <= 256)))
 );
 
 --

@@ -118,8 +118,10 @@ struct Plan {
 async fn explain(pool: &sqlx::PgPool, request: &ReadRequest, mode: &str) -> anyhow::Result<Plan> {
     let mut conn = pool.acquire().await?;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET plan_cache_mode = {mode}"))).execute(&mut *conn).await?;
-    let prepare =
-        format!("PREPARE read_plan(xid8, bigint, bigint, bigint, text, text[], text) AS {}", statement(request));
+    let prepare = format!(
+        "PREPARE read_plan(xid8, bigint, bigint, bigint, text, text[], text, int, int) AS {}",
+        statement(request)
+    );
     sqlx::raw_sql(sqlx::AssertSqlSafe(prepare)).execute(&mut *conn).await?;
     let after = request.bound();
     let tenant = request.tenant_id.as_ref().map_or("NULL".to_owned(), |t| format!("'{t}'"));
@@ -132,7 +134,8 @@ async fn explain(pool: &sqlx::PgPool, request: &ReadRequest, mode: &str) -> anyh
     };
     let (scan, hits) = (request.rows_to_scan(), request.limit + 1);
     let subject = request.subject.as_ref().map_or("NULL".to_owned(), |s| format!("'{s}'"));
-    let args = format!("'{}', {}, {scan}, {hits}, {tenant}, {patterns}, {subject}", after.txid, after.seq);
+    let lane = request.lane.map_or("NULL, NULL".to_owned(), |lane| format!("{}, {}", lane.index, lane.of));
+    let args = format!("'{}', {}, {scan}, {hits}, {tenant}, {patterns}, {subject}, {lane}", after.txid, after.seq);
     let text_sql = format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE read_plan({args})");
     let lines: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(text_sql)).fetch_all(&mut *conn).await?;
     let json_sql = format!("EXPLAIN (FORMAT JSON, COSTS OFF) EXECUTE read_plan({args})");

@@ -52,7 +52,7 @@ mod xid8;
 
 pub use error::{Error, Result};
 pub use migrate::{Migration, Migrator};
-pub use ordered::{MAX_LANES, lock_subjects, ordered, subject_key, subject_lane};
+pub use ordered::{Lane, MAX_LANES, lock_subjects, ordered, subject_key, subject_lane};
 pub use publish::{Publisher, publish, publish_many};
 pub use read::{MAX_LIMIT, ReadPage, ReadRequest, read_page};
 pub use tail::{Tail, TailOptions};

@@ -88,6 +88,7 @@ pub fn core_migrations() -> Vec<Migration> {
             include_str!("../../../migrations/core/0019_publish_many_checks.sql"),
         ),
         Migration::new("core/0020_subject_lane", include_str!("../../../migrations/core/0020_subject_lane.sql")),
+        Migration::new("core/0021_webhook_lanes", include_str!("../../../migrations/core/0021_webhook_lanes.sql")),
     ]
 }
 

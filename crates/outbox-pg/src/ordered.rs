@@ -108,6 +108,28 @@ pub fn subject_lane(subject: &str, lanes: u32) -> Option<u32> {
     u32::try_from(top % u64::from(lanes)).ok()
 }
 
+/// One of a consumer's ordered lanes (SPEC §7.7): the events whose subject's lane among
+/// [`Lane::of`] is [`Lane::index`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lane {
+    /// Which lane, `0 ..of`.
+    pub index: u32,
+    /// How many lanes there are, 1 to [`MAX_LANES`].
+    pub of: u32,
+}
+
+impl Lane {
+    /// Lane `index` of `of`; `None` unless `of` is 1 to [`MAX_LANES`] and `index` below it.
+    pub fn new(index: u32, of: u32) -> Option<Lane> {
+        ((1..=MAX_LANES).contains(&of) && index < of).then_some(Lane { index, of })
+    }
+
+    /// Whether an event about `subject` belongs to this lane.
+    pub fn holds(&self, subject: &str) -> bool {
+        subject_lane(subject, self.of) == Some(self.index)
+    }
+}
+
 /// The database's refusal (SQLSTATE 22023) as `INVALID_INPUT`, anything else as it is.
 fn refusal(error: sqlx::Error) -> Error {
     match error.as_database_error() {

@@ -21,6 +21,7 @@ use sqlx::postgres::{PgRow, PgValueFormat, PgValueRef};
 use sqlx::{AssertSqlSafe, Decode, PgExecutor, PgPool, Postgres, Row as _};
 use time::OffsetDateTime;
 
+use crate::Lane;
 use crate::xid8::{Xid8, position, seq_column};
 use crate::{Error, Result};
 
@@ -52,6 +53,8 @@ pub struct ReadRequest {
     /// Newest first: the page holds the newest visible events before `after`, and
     /// [`ReadPage::next_after`] is where the next, older, page starts.
     pub descending: bool,
+    /// Only events of this ordered lane (SPEC §7.7): `outbox_subject_lane(subject, of) = index`.
+    pub lane: Option<Lane>,
 }
 
 impl Default for ReadRequest {
@@ -64,6 +67,7 @@ impl Default for ReadRequest {
             limit: 100,
             scan_limit: DEFAULT_SCAN_LIMIT,
             descending: false,
+            lane: None,
         }
     }
 }
@@ -88,6 +92,12 @@ impl ReadRequest {
     /// Only events about `subject`.
     pub fn subject(mut self, subject: impl Into<String>) -> ReadRequest {
         self.subject = Some(subject.into());
+        self
+    }
+
+    /// Only events of `lane` (`None`: every lane).
+    pub fn lane(mut self, lane: impl Into<Option<Lane>>) -> ReadRequest {
+        self.lane = lane.into();
         self
     }
 
@@ -125,7 +135,13 @@ impl ReadRequest {
     }
 
     fn is_filtered(&self) -> bool {
-        self.subject.is_some() || self.type_filter().is_some()
+        self.subject.is_some() || self.type_filter().is_some() || self.lane.is_some()
+    }
+
+    /// The lane's index and count (`$8`, `$9` of [`statement`]).
+    pub fn lane_binds(&self) -> (Option<i32>, Option<i32>) {
+        let bind = |n: u32| i32::try_from(n).ok();
+        (self.lane.and_then(|lane| bind(lane.index)), self.lane.and_then(|lane| bind(lane.of)))
     }
 
     /// How many rows the read examines (`$3` of [`statement`]): one more than `limit`
@@ -193,6 +209,8 @@ pub async fn read_page<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest)
         .bind(&request.tenant_id)
         .bind(request.type_filter())
         .bind(&request.subject)
+        .bind(request.lane_binds().0)
+        .bind(request.lane_binds().1)
         .try_map(decode_row)
         .fetch_all(executor)
         .await?;
@@ -254,7 +272,8 @@ pub async fn head<'e>(executor: impl PgExecutor<'e>) -> Result<Position> {
 /// The statement [`read_page`] runs for this request's shape (public for `EXPLAIN`).
 ///
 /// Binds: `$1` after txid (`xid8`), `$2` after seq, `$3` rows to scan, `$4` events to
-/// return plus one, `$5` tenant, `$6` LIKE patterns, `$7` subject. Only fixed fragments
+/// return plus one, `$5` tenant, `$6` LIKE patterns, `$7` subject, `$8` and `$9` the lane's
+/// index and count. Only fixed fragments
 /// are interpolated; every value is bound. Each shape is its own statement, so the planner
 /// picks the tenant index or the global one rather than one generic plan for both.
 ///
@@ -281,21 +300,27 @@ pub fn statement(request: &ReadRequest) -> String {
             LEFT JOIN LATERAL (
                 SELECT txid, seq, topic, payload, created_at FROM outbox
                 WHERE txid < s.xmin AND (txid, seq) {beyond} ($1, $2) {tenant}
-                    -- always true here: every shape takes the same seven binds
+                    -- always true here: every shape takes the same nine binds
                     AND $3::bigint = $4 AND $6::text[] IS NULL AND $7::text IS NULL
+                    AND $8::int IS NULL AND $9::int IS NULL
                 ORDER BY {order} LIMIT $4
             ) o ON true"
         );
     }
     let types = if request.type_filter().is_some() { "AND topic LIKE ANY($6)" } else { "AND $6::text[] IS NULL" };
     let subject = if request.subject.is_some() { "AND payload->>'subject' = $7" } else { "AND $7::text IS NULL" };
+    let lane = if request.lane.is_some() {
+        "AND outbox_subject_lane(payload->>'subject', $9) = $8"
+    } else {
+        "AND $8::int IS NULL AND $9::int IS NULL"
+    };
     format!(
         "WITH scan AS (
             SELECT txid, seq, topic, payload, created_at FROM outbox
             WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) {beyond} ($1, $2) {tenant}
             ORDER BY {order} LIMIT $3
         ), hits AS (
-            SELECT txid, seq, topic, payload, created_at FROM scan WHERE true {types} {subject}
+            SELECT txid, seq, topic, payload, created_at FROM scan WHERE true {types} {subject} {lane}
             ORDER BY {order} LIMIT $4
         )
         SELECT txid, seq, topic, {FIELDS}, NULL::bigint AS scanned, NULL::xid8 AS xmin FROM hits

@@ -101,7 +101,7 @@ pub fn doctor_config(config: &Config) -> anyhow::Result<DoctorConfig> {
     let sinks = config
         .sinks
         .iter()
-        .map(|sink| Ok((sink.id.clone(), build_spec(sink)?.filter)))
+        .map(|sink| Ok((sink.id.clone(), build_spec(sink)?.filter, sink.lanes)))
         .collect::<outbox_workers::Result<Vec<_>>>()
         .context("the sinks")?;
     Ok(DoctorConfig {

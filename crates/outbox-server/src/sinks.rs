@@ -76,7 +76,7 @@ impl Sinks {
     async fn status_of(&self, spec: &SinkSpec) -> Result<SinkStatus> {
         let id = spec.sink.id();
         let local = self.dispatcher.as_ref().and_then(|dispatcher| dispatcher.local_state(id));
-        sink_status(&self.pool, id, &spec.filter, local.as_ref()).await
+        sink_status(&self.pool, id, &spec.filter, spec.lanes, local.as_ref()).await
     }
 
     /// One `page` of sink `id`'s dead letters (oldest first), and whether more follow.

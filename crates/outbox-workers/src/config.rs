@@ -1,7 +1,7 @@
 //! `[[sinks]]` as the server's TOML writes it (SPEC §7.5), and building sinks from it.
 //!
 //! One flat table per sink: the common keys (`id`, `kind`, `types`, `tenant`,
-//! `batch`, `encoding`, `max_attempts`, `source`) and the keys of its kind. A key of another
+//! `batch`, `encoding`, `max_attempts`, `lanes`, `source`) and the keys of its kind. A key of another
 //! kind, an unknown key, or a missing required key is refused with a message that
 //! names the key (`sinks[billing].url`).
 //!
@@ -190,6 +190,9 @@ pub struct SinkConfig {
     /// Failures of one event before it can be dead-lettered; default 5.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
+    /// Ordered lanes, 1 to 256; default 1 (SPEC §7.7).
+    #[serde(default = "default_lanes")]
+    pub lanes: u32,
     /// The CloudEvents `source` (encoding `cloudevents`); default `/outbox`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -264,6 +267,10 @@ fn default_batch() -> usize {
     100
 }
 
+fn default_lanes() -> u32 {
+    1
+}
+
 fn default_max_attempts() -> u32 {
     5
 }
@@ -290,6 +297,7 @@ impl SinkConfig {
             batch: default_batch(),
             encoding: Encoding::Json,
             max_attempts: default_max_attempts(),
+            lanes: default_lanes(),
             source: None,
             url: None,
             secret: None,
@@ -329,6 +337,9 @@ impl SinkConfig {
         }
         if self.max_attempts == 0 {
             return Err(Error::config(self.key_name("max_attempts"), "must be at least 1"));
+        }
+        if !(1..=outbox_pg::MAX_LANES).contains(&self.lanes) {
+            return Err(Error::config(self.key_name("lanes"), "must be 1 to 256"));
         }
         if self.source.is_some() && self.encoding != Encoding::CloudEvents {
             return Err(Error::config(self.key_name("source"), "belongs to encoding \"cloudevents\""));
@@ -372,6 +383,7 @@ impl SinkConfig {
             batch: _,
             encoding: _,
             max_attempts: _,
+            lanes: _,
             source: _,
             url,
             secret,
@@ -456,8 +468,10 @@ pub fn build_sink(config: &SinkConfig) -> Result<Box<dyn Sink>> {
 /// Builds the sink and how the dispatcher feeds it (filter, batch, attempts).
 pub fn build_spec(config: &SinkConfig) -> Result<SinkSpec> {
     let sink = build_sink(config)?;
-    let spec = SinkSpec::shared(sink.into()).batch(config.batch).max_attempts(config.max_attempts);
-    Ok(SinkSpec { filter: config.filter(), ..spec })
+    let spec = SinkSpec::shared(sink.into()).batch(config.batch).max_attempts(config.max_attempts).lanes(config.lanes);
+    let spec = SinkSpec { filter: config.filter(), ..spec };
+    spec.check()?;
+    Ok(spec)
 }
 
 #[cfg(test)]

@@ -96,8 +96,8 @@ impl Default for Thresholds {
 pub struct DoctorConfig {
     /// The migrations the code knows (core and every registered owner).
     pub migrator: Migrator,
-    /// The configured sinks and their filters.
-    pub sinks: Vec<(String, SinkFilter)>,
+    /// The configured sinks, their filters and their lanes.
+    pub sinks: Vec<(String, SinkFilter, u32)>,
     /// Retention's settings: its minimum age and which cursors hold it.
     pub min_age: Duration,
     /// Which cursors hold retention back.
@@ -225,8 +225,8 @@ async fn sinks(pool: &PgPool, config: &DoctorConfig) -> Found {
             .count(count),
         );
     }
-    for (id, filter) in &config.sinks {
-        let status = sink_status(pool, id, filter, None).await.map_err(|error| match error {
+    for (id, filter, lanes) in &config.sinks {
+        let status = sink_status(pool, id, filter, *lanes, None).await.map_err(|error| match error {
             crate::Error::Database(error) => error,
             other => outbox_pg::Error::InvalidRequest(other.to_string()),
         })?;
@@ -265,8 +265,10 @@ fn sink_findings(status: &crate::SinkStatus, thresholds: &Thresholds) -> Vec<Fin
                 "sinks.lagging",
                 Severity::Warning,
                 format!(
-                    "sink {id} is {} events behind (threshold {}); last error: {error}",
-                    status.lag, thresholds.sink_lag
+                    "sink {id} is {} events behind (threshold {}){}; last error: {error}",
+                    status.lag,
+                    thresholds.sink_lag,
+                    slowest_lane(status)
                 ),
                 "check the sink's target and its errors; a slow target needs a larger batch",
             )
@@ -274,6 +276,13 @@ fn sink_findings(status: &crate::SinkStatus, thresholds: &Thresholds) -> Vec<Fin
         );
     }
     found
+}
+
+/// `, the slowest of its N lanes is lane L, M behind` for a sink with lanes.
+fn slowest_lane(status: &crate::SinkStatus) -> String {
+    let Some(slowest) = status.slowest_lane else { return String::new() };
+    let lag = status.lanes.iter().find(|lane| lane.lane == slowest).map_or(0, |lane| lane.lag);
+    format!(", the slowest of its {} lanes is lane {slowest}, {lag} behind", status.lanes.len())
 }
 
 async fn retention_backlog(pool: &PgPool, config: &DoctorConfig) -> Found {

@@ -56,7 +56,7 @@ pub use dispatcher::{ConsumerNames, Dispatcher, DispatcherConfig, SinkFilter, Si
 pub use error::{Error, Result};
 pub use replay::{discard, replay};
 pub use sink::{Sink, SinkError, check_id};
-pub use state::{Activity, LAG_CAP, LocalState, SinkState, SinkStatus, sink_status};
+pub use state::{Activity, LAG_CAP, LaneStatus, LocalState, SinkState, SinkStatus, lane_lags, sink_status};
 pub use subscribe::{Subscribers, Subscription};
 #[cfg(feature = "webhook")]
 pub use webhooks::{WebhookClient, WebhookDeliveries, WebhookDeliveryConfig};

@@ -61,6 +61,13 @@ pub trait Sink: Send + Sync + 'static {
     fn current(&self) -> BoxFuture<'_, Result<bool, SinkError>> {
         Box::pin(std::future::ready(Ok(true)))
     }
+
+    /// Why the sink can deliver in one ordered lane only, if it can (SPEC §7.7): a sink that
+    /// relies on [`Sink::deliver_numbered`] numbering all of its events in one sequence
+    /// answers why, and a spec of more lanes is refused with it. The default: any number.
+    fn one_lane(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Why a delivery failed, and whether trying again can help.
@@ -153,6 +160,10 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     fn current(&self) -> BoxFuture<'_, Result<bool, SinkError>> {
         (**self).current()
     }
+
+    fn one_lane(&self) -> Option<&'static str> {
+        (**self).one_lane()
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
@@ -174,6 +185,10 @@ impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
 
     fn current(&self) -> BoxFuture<'_, Result<bool, SinkError>> {
         (**self).current()
+    }
+
+    fn one_lane(&self) -> Option<&'static str> {
+        (**self).one_lane()
     }
 }
 

@@ -8,10 +8,10 @@
 //! what it knows at once ([`LocalState`]): whether it is delivering or idle right now.
 
 use outbox_core::{Position, millis};
-use outbox_pg::ReadRequest;
 use outbox_pg::internal::cursor::{self, OUTBOX_STREAM, sink_name};
 use outbox_pg::internal::{dead_letter, lease, sink_health};
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::{Lane, ReadRequest};
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -85,6 +85,42 @@ impl Default for LocalState {
     }
 }
 
+impl LocalState {
+    /// The lanes of one sink taken together: the slowest lane's position, the counts added
+    /// up, the last error of any, a lease epoch while any lane is held, and the busiest
+    /// activity (delivering, then backing off, idle, standby, starting, stopped).
+    pub fn merged(lanes: &[LocalState]) -> LocalState {
+        let Some(first) = lanes.first() else { return LocalState::default() };
+        let rank = |activity: &Activity| match activity {
+            Activity::Delivering => 0,
+            Activity::BackingOff { .. } => 1,
+            Activity::Idle => 2,
+            Activity::Standby => 3,
+            Activity::Starting => 4,
+            Activity::Stopped => 5,
+        };
+        let last_error = lanes.iter().filter(|lane| lane.last_error_at.is_some()).max_by_key(|lane| lane.last_error_at);
+        LocalState {
+            activity: lanes
+                .iter()
+                .map(|lane| &lane.activity)
+                .min_by_key(|a| rank(a))
+                .unwrap_or(&first.activity)
+                .clone(),
+            position: lanes.iter().map(|lane| lane.position).min().flatten(),
+            lease_epoch: lanes.iter().find_map(|lane| lane.lease_epoch),
+            last_error: last_error.and_then(|lane| lane.last_error.clone()),
+            last_error_at: last_error.and_then(|lane| lane.last_error_at),
+            delivered: lanes.iter().map(|lane| lane.delivered).sum(),
+            dead_lettered: lanes.iter().map(|lane| lane.dead_lettered).sum(),
+            delivery_calls: lanes.iter().map(|lane| lane.delivery_calls).sum(),
+            failed_calls: lanes.iter().map(|lane| lane.failed_calls).sum(),
+            leases_lost: lanes.iter().map(|lane| lane.leases_lost).sum(),
+            fenced_out: lanes.iter().map(|lane| lane.fenced_out).sum(),
+        }
+    }
+}
+
 /// The state shown for a sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,6 +164,52 @@ pub struct SinkStatus {
     pub lease_holder: Option<String>,
     /// Dead letters not replayed yet.
     pub dead_letters: u64,
+    /// With ordered lanes (SPEC §7.7), each lane's cursor, lag and lease holder (`position`
+    /// above is then the slowest lane's, `lag` their sum); omitted for one lane.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneStatus>,
+    /// With ordered lanes, the lane of the most lag (the lowest such lane).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowest_lane: Option<u32>,
+}
+
+/// One lane of a sink or subscription (SPEC §7.7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneStatus {
+    /// Its index, from 0.
+    pub lane: u32,
+    /// Its cursor; `None` before the lane's first save.
+    pub position: Option<Position>,
+    /// Its events behind the head (at most [`LAG_CAP`]).
+    pub lag: u64,
+    /// Whether `lag` stopped at [`LAG_CAP`] (shown only when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lag_capped: bool,
+    /// Who holds its lease now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_holder: Option<String>,
+}
+
+/// Each lane's cursor and lag of the consumer whose cursor is `(stream, name)` and whose
+/// events `request` reads, and the slowest lane (the most lag, the lowest such index).
+pub async fn lane_lags(
+    pool: &PgPool,
+    (stream, name): (&str, &str),
+    request: &ReadRequest,
+    lanes: u32,
+) -> Result<(Vec<(Lane, Option<Position>, u64)>, Option<u32>)> {
+    let marks = cursor::lane_marks(pool, stream, name).await?;
+    let mut all = Vec::new();
+    for lane in (0..lanes).filter_map(|index| Lane::new(index, lanes)) {
+        let lane_cursor = cursor::lane_name(name, lane);
+        let position = marks.iter().find(|(stored, _)| *stored == lane_cursor).map(|(_, mark)| mark.position);
+        let lanes_request = request.clone().lane((lanes > 1).then_some(lane)).after(position);
+        let lag = cursor::lag(pool, &lanes_request, LAG_CAP).await?;
+        all.push((lane, position, lag));
+    }
+    let slowest = all.iter().max_by_key(|(lane, _, lag)| (*lag, std::cmp::Reverse(lane.index))).map(|(l, ..)| l.index);
+    Ok((all, slowest))
 }
 
 /// A sink's status from the database, completed by `local` when this process runs it.
@@ -138,12 +220,34 @@ pub async fn sink_status(
     pool: &PgPool,
     id: &str,
     filter: &SinkFilter,
+    lanes: u32,
     local: Option<&LocalState>,
 ) -> Result<SinkStatus> {
-    let position = cursor::load(pool, OUTBOX_STREAM, &sink_name(id)).await?;
     let behind = ReadRequest { tenant_id: filter.tenant.clone(), patterns: filter.types.clone(), ..ReadRequest::all() };
-    let lag = cursor::lag(pool, &behind.after(position), LAG_CAP).await?;
-    let lease = lease::get(pool, &lease::dispatch_name(id)).await?.filter(|lease| lease.held);
+    let (lane_lags, slowest) = lane_lags(pool, (OUTBOX_STREAM, &sink_name(id)), &behind, lanes).await?;
+    let position = lane_lags.iter().map(|(_, position, _)| *position).min().flatten();
+    let lag = lane_lags.iter().map(|(_, _, lag)| lag).sum::<u64>();
+    let lag_capped = lane_lags.iter().any(|(_, _, lag)| *lag >= LAG_CAP);
+    let mut lane_statuses = Vec::new();
+    let mut lease = None;
+    for (lane, position, lag) in lane_lags {
+        let name = match lanes {
+            1 => lease::dispatch_name(id),
+            _ => crate::dispatcher::lane_lease(&lease::dispatch_name(id), lane.index),
+        };
+        let held = lease::get(pool, &name).await?.filter(|lease| lease.held);
+        if lanes > 1 {
+            let lease_holder = held.as_ref().and_then(|lease| lease.holder.clone());
+            lane_statuses.push(LaneStatus {
+                lane: lane.index,
+                position,
+                lag,
+                lag_capped: lag >= LAG_CAP,
+                lease_holder,
+            });
+        }
+        lease = lease.or(held);
+    }
     let health = sink_health::get(pool, id).await?;
     let dead_letters = dead_letter::count_pending(pool).await?;
     let dead_letters = dead_letters.into_iter().find(|(sink, _)| sink == id).map_or(0, |(_, n)| n);
@@ -167,13 +271,15 @@ pub async fn sink_status(
         id: id.to_owned(),
         position,
         lag,
-        lag_capped: lag >= LAG_CAP,
+        lag_capped,
         state,
         backing_off_until: until,
         last_error,
         last_error_at,
         lease_holder: lease.and_then(|lease| lease.holder),
         dead_letters,
+        lanes: lane_statuses,
+        slowest_lane: (lanes > 1).then_some(slowest).flatten(),
     })
 }
 

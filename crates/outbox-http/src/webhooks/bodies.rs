@@ -30,6 +30,8 @@ struct CreateBody {
     metadata: Option<serde_json::Value>,
     #[serde(default)]
     secret: Option<String>,
+    #[serde(default)]
+    lanes: Option<u32>,
 }
 
 /// `PATCH /webhooks/{id}`'s body.
@@ -43,6 +45,7 @@ struct PatchBody {
     metadata: Option<serde_json::Value>,
     enabled: Option<bool>,
     resume: Option<Resume>,
+    lanes: Option<u32>,
 }
 
 /// Where an enabled subscription resumes.
@@ -80,7 +83,8 @@ pub(super) async fn new_webhook(
     let metadata = body.metadata.unwrap_or_else(|| serde_json::json!({}));
     rules::check_metadata(&metadata).map_err(refused)?;
     let secret = body.secret.as_deref().map(Secret::parse).transpose().map_err(refused)?;
-    Ok(NewWebhook { url: url.to_string(), types, description, headers, metadata, secret })
+    let lanes = body.lanes.map(check_lanes).transpose()?;
+    Ok(NewWebhook { url: url.to_string(), types, description, headers, metadata, secret, lanes })
 }
 
 /// A `PATCH`'s body, checked: the change it asks for.
@@ -113,6 +117,7 @@ pub(super) async fn patch(body: &[u8], catalog: &Catalog, targets: &TargetPolicy
         metadata: body.metadata,
         enabled: body.enabled,
         resume_now: body.resume == Some(Resume::Now),
+        lanes: body.lanes.map(check_lanes).transpose()?,
     })
 }
 
@@ -148,6 +153,15 @@ async fn check_target(policy: &TargetPolicy, text: &str) -> Result<Url, ApiError
         policy.check(ip).map_err(|why| refuse(format!("{host} resolves to {why}")))?;
     }
     Ok(url)
+}
+
+/// The number of ordered lanes a subscription delivers on (SPEC §7.7).
+fn check_lanes(lanes: u32) -> Result<u32, ApiError> {
+    if (1..=outbox_pg::MAX_LANES).contains(&lanes) {
+        Ok(lanes)
+    } else {
+        Err(ApiError::invalid(format!("lanes: {lanes} is not between 1 and {}", outbox_pg::MAX_LANES)))
+    }
 }
 
 fn refused(refusal: rules::Refusal) -> ApiError {

@@ -59,7 +59,7 @@ pub(crate) mod route;
 mod views;
 
 use route::WebhookRoute;
-use views::{AttemptView, WebhookView};
+use views::{AttemptView, LANES_CHANGED, WebhookView};
 
 /// The largest request body of a webhook route.
 const BODY_LIMIT: usize = 64 * 1024;
@@ -297,9 +297,12 @@ impl WebhookRoutes {
     async fn update(&self, call: &Call<'_>, id: &str) -> Result<Response<Body>, ApiError> {
         let tenant = call.scope()?;
         let patch = bodies::patch(&call.body, &self.catalog, &self.config.targets).await?;
+        let before = store::get(&self.pool, tenant.as_deref(), id).await.map_err(pg("reading a webhook"))?;
+        let lanes_before = before.ok_or_else(|| not_found(id))?.lanes;
         let updated = store::update(&self.pool, &call.key, tenant.as_deref(), id, &patch).await;
         let webhook = updated.map_err(pg("changing a webhook"))?.ok_or_else(|| not_found(id))?;
-        Ok(ok(&self.view(None, &webhook.id, None).await?))
+        let view = self.view(None, &webhook.id, None).await?;
+        Ok(ok(&if webhook.lanes == lanes_before { view } else { view.with_notice(LANES_CHANGED) }))
     }
 
     async fn rotate(&self, call: &Call<'_>, id: &str) -> Result<Response<Body>, ApiError> {
@@ -318,10 +321,15 @@ impl WebhookRoutes {
     }
 
     /// The answer's form of subscription `id` of `tenant` (`None`: any), read with its lag
-    /// and newest attempt in one query.
+    /// and newest attempt in one query, and each lane's in another when it has lanes.
     async fn view(&self, tenant: Option<&str>, id: &str, secret: Option<Secret>) -> Result<WebhookView, ApiError> {
         let overview = store::overview(&self.pool, tenant, id).await.map_err(pg("reading a webhook"))?;
-        Ok(WebhookView::new(overview.ok_or_else(|| not_found(id))?, secret))
+        let overview = overview.ok_or_else(|| not_found(id))?;
+        if overview.webhook.lanes == 1 {
+            return Ok(WebhookView::new(overview, secret));
+        }
+        let lanes = store::lane_lags(&self.pool, &overview.webhook).await.map_err(pg("reading a webhook's lanes"))?;
+        Ok(WebhookView::new(overview, secret).with_lanes(lanes))
     }
 }
 

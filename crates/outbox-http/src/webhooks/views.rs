@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use outbox_core::webhook::Secret;
-use outbox_pg::internal::webhook::{Attempt, Overview};
+use outbox_pg::internal::webhook::{Attempt, LaneLag, Overview};
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -25,6 +25,7 @@ pub(crate) struct WebhookView {
     #[serde(with = "time::serde::rfc3339::option")]
     failing_since: Option<OffsetDateTime>,
     gap: bool,
+    lanes: u32,
     #[serde(with = "time::serde::rfc3339")]
     created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
@@ -38,6 +39,28 @@ pub(crate) struct WebhookView {
     last_attempt: Option<LastAttempt>,
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
+    /// Each lane's cursor and lag, in a single subscription's answer when it has lanes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    lane_lags: Vec<LaneView>,
+    /// The lane furthest behind, with `lane_lags`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slowest_lane: Option<u32>,
+    /// What a change of `lanes` does, in the answer that made one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notice: Option<&'static str>,
+}
+
+/// What an answer that changed `lanes` says.
+pub(crate) const LANES_CHANGED: &str = "lanes changed: every new lane starts at the slowest old lane's cursor, \
+     so events after it that faster lanes had delivered are delivered again (at least once, never a gap)";
+
+/// One ordered lane in a subscription's answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LaneView {
+    lane: u32,
+    position: String,
+    lag: u64,
 }
 
 impl WebhookView {
@@ -59,6 +82,7 @@ impl WebhookView {
             disabled_reason: webhook.disabled_reason,
             failing_since: webhook.failing_since,
             gap: webhook.gap,
+            lanes: webhook.lanes,
             created_at: webhook.created_at,
             updated_at: webhook.updated_at,
             lag,
@@ -69,7 +93,27 @@ impl WebhookView {
                 duration_ms: attempt.duration_ms,
             }),
             secret: secret.map(|secret| secret.expose()),
+            lane_lags: Vec::new(),
+            slowest_lane: None,
+            notice: None,
         }
+    }
+
+    /// The view with each lane's cursor and lag, and the slowest lane: the one furthest
+    /// behind, the lowest index among equals.
+    pub(crate) fn with_lanes(mut self, lanes: Vec<LaneLag>) -> WebhookView {
+        self.slowest_lane = lanes.iter().min_by_key(|lane| (lane.position, lane.lane)).map(|lane| lane.lane);
+        self.lane_lags = lanes
+            .into_iter()
+            .map(|lane| LaneView { lane: lane.lane, position: lane.position.dotted(), lag: lane.lag })
+            .collect();
+        self
+    }
+
+    /// The view saying what a change of `lanes` does.
+    pub(crate) fn with_notice(mut self, notice: &'static str) -> WebhookView {
+        self.notice = Some(notice);
+        self
     }
 }
 

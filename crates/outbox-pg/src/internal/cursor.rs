@@ -37,12 +37,12 @@
 use outbox_core::Position;
 use sqlx::{AssertSqlSafe, PgExecutor, PgPool};
 
-use crate::Result;
 use crate::internal::dead_letter::{self, NewDeadLetter};
 use crate::internal::lease::{Fenced, Lease, begin_fenced};
 use crate::read::ReadRequest;
 use crate::xid8::Xid8;
 use crate::xid8::{position, seq_column};
+use crate::{Lane, Result};
 
 /// The stream of every cursor over the `outbox` table.
 pub const OUTBOX_STREAM: &str = "outbox";
@@ -292,10 +292,15 @@ pub const LAG_CAP: u64 = 1_000_000;
 pub async fn lag<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest, cap: u64) -> Result<u64> {
     let tenant = if request.tenant_id.is_some() { "AND payload->>'tenantId' = $3" } else { "AND $3::text IS NULL" };
     let types = if request.like_patterns().is_some() { "AND topic LIKE ANY($4)" } else { "AND $4::text[] IS NULL" };
+    let lane = if request.lane.is_some() {
+        "AND outbox_subject_lane(payload->>'subject', $7) = $6"
+    } else {
+        "AND $6::int IS NULL AND $7::int IS NULL"
+    };
     let sql = format!(
         "SELECT count(*) FROM (
             SELECT 1 FROM outbox
-            WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) > ($1, $2) {tenant} {types}
+            WHERE txid < pg_snapshot_xmin(pg_current_snapshot()) AND (txid, seq) > ($1, $2) {tenant} {types} {lane}
             LIMIT $5
         ) behind"
     );
@@ -306,7 +311,107 @@ pub async fn lag<'e>(executor: impl PgExecutor<'e>, request: &ReadRequest, cap: 
         .bind(&request.tenant_id)
         .bind(request.like_patterns())
         .bind(i64::try_from(cap).unwrap_or(i64::MAX))
+        .bind(request.lane_binds().0)
+        .bind(request.lane_binds().1)
         .fetch_one(executor)
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Lane `lane`'s cursor of the consumer whose cursor is `name` (SPEC §7.7): `name` itself
+/// for a consumer of one lane, else `<name>#<index>/<of>`. The count is part of the name, so
+/// the cursors of two lane counts never stand for each other (while processes of a rolling
+/// change disagree on it, say).
+pub fn lane_name(name: &str, lane: Lane) -> String {
+    if lane.of == 1 { name.to_owned() } else { format!("{name}#{}/{}", lane.index, lane.of) }
+}
+
+/// The consumer's own cursor name of a lane's cursor name (`billing#3/16` → `billing`).
+pub fn consumer_of(name: &str) -> &str {
+    name.split_once('#').map_or(name, |(consumer, _)| consumer)
+}
+
+/// Makes every cursor of consumer `name`'s `lanes` lanes stand, in one transaction, before
+/// one of its lanes loads its own (SPEC §7.7).
+///
+/// - Every lane's cursor already saved: cursors of another lane count (stale ones) go.
+/// - Else the missing lanes start at the slowest of the consumer's cursors of any count:
+///   every event at or before it was delivered by the lane it belonged to, so nothing is
+///   skipped; what faster lanes had delivered after it is delivered again. The cursors of
+///   other counts go in the same transaction.
+/// - A consumer with no cursor at all: its lanes start at the beginning (one lane keeps no
+///   cursor until its first save, as before lanes).
+///
+/// Two processes preparing at once take turns on a transaction-scoped advisory lock of the
+/// consumer. The writes are not fenced: they only ever put a cursor at or behind a
+/// position every lane passed.
+pub async fn prepare_lanes(pool: &PgPool, stream: &str, name: &str, lanes: u32) -> Result<()> {
+    let wanted: Vec<String> =
+        (0..lanes).filter_map(|index| Lane::new(index, lanes)).map(|l| lane_name(name, l)).collect();
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(outbox_subject_key('outbox:lanes:' || $1 || ':' || $2))")
+        .bind(stream)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+    let stored: Vec<(String, Xid8, i64, i64)> = sqlx::query_as(
+        "SELECT name, txid, seq, ordinal FROM outbox_cursors
+         WHERE stream = $1 AND (name = $2 OR starts_with(name, $2 || '#'))",
+    )
+    .bind(stream)
+    .bind(name)
+    .fetch_all(&mut *tx)
+    .await?;
+    let present = |lane: &String| stored.iter().any(|(stored, ..)| stored == lane);
+    let stale: Vec<String> =
+        stored.iter().map(|(stored, ..)| stored.clone()).filter(|stored| !wanted.contains(stored)).collect();
+    if !wanted.iter().all(present) {
+        let slowest = stored.iter().map(|(_, txid, seq, ordinal)| (position(*txid, *seq), *ordinal)).min();
+        let start = match slowest {
+            Some(slowest) => Some(slowest),
+            None if lanes > 1 => Some((Position::START, 0)),
+            None => None,
+        };
+        if let Some((start, ordinal)) = start {
+            let missing: Vec<&String> = wanted.iter().filter(|lane| !present(lane)).collect();
+            sqlx::query(
+                "INSERT INTO outbox_cursors (stream, name, txid, seq, ordinal, updated_at)
+                 SELECT $1, lane, $3, $4, $5, compute_now() FROM unnest($2::text[]) lane
+                 ON CONFLICT (stream, name) DO NOTHING",
+            )
+            .bind(stream)
+            .bind(missing)
+            .bind(Xid8(start.txid))
+            .bind(seq_column(start))
+            .bind(ordinal)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    if !stale.is_empty() {
+        sqlx::query("DELETE FROM outbox_cursors WHERE stream = $1 AND name = ANY($2)")
+            .bind(stream)
+            .bind(&stale)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Every cursor of consumer `name` (its lanes' or its own), lowest position first.
+pub async fn lane_marks<'e>(executor: impl PgExecutor<'e>, stream: &str, name: &str) -> Result<Vec<(String, Mark)>> {
+    let rows: Vec<(String, Xid8, i64, i64)> = sqlx::query_as(
+        "SELECT name, txid, seq, ordinal FROM outbox_cursors
+         WHERE stream = $1 AND (name = $2 OR starts_with(name, $2 || '#'))
+         ORDER BY txid, seq, name",
+    )
+    .bind(stream)
+    .bind(name)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, txid, seq, ordinal)| (name, Mark { position: position(txid, seq), ordinal }))
+        .collect())
 }

@@ -57,7 +57,7 @@ pub enum Holders {
 impl Holders {
     /// Whether the cursor `name` holds retention back.
     pub fn holds(&self, name: &str) -> bool {
-        match (self, name.strip_prefix("sink:")) {
+        match (self, crate::internal::cursor::consumer_of(name).strip_prefix("sink:")) {
             (Holders::EnabledSinks(enabled), Some(id)) => enabled.iter().any(|e| e == id),
             _ => true,
         }
@@ -75,13 +75,14 @@ pub struct HoldingCursor {
 
 /// The cursors of the outbox that `holders` counts, lowest position first: the sinks' and
 /// the other consumers' of stream `outbox`, and every enabled webhook subscription's
-/// (named `webhook:<id>`); a disabled subscription holds nothing back.
+/// (named `webhook:<id>`); a disabled subscription holds nothing back. A consumer with
+/// ordered lanes holds with every lane's cursor (`sink:<id>#<lane>/<lanes>`, SPEC §7.7).
 pub async fn holding_cursors<'e>(executor: impl PgExecutor<'e>, holders: &Holders) -> Result<Vec<HoldingCursor>> {
     let rows: Vec<(String, Xid8, i64)> = sqlx::query_as(
         "SELECT name, txid, seq FROM outbox_cursors WHERE stream = $1
              UNION ALL
              SELECT 'webhook:' || c.name, c.txid, c.seq FROM outbox_cursors c
-             JOIN outbox_webhooks w ON w.id = c.name AND w.enabled
+             JOIN outbox_webhooks w ON w.id = split_part(c.name, '#', 1) AND w.enabled
              WHERE c.stream = $2
              ORDER BY txid, seq, name",
     )
@@ -198,7 +199,9 @@ mod tests {
     fn disabled_sinks_do_not_hold() {
         let enabled = Holders::EnabledSinks(vec!["billing".into()]);
         assert!(enabled.holds("sink:billing"));
+        assert!(enabled.holds("sink:billing#3/16"));
         assert!(!enabled.holds("sink:old"));
+        assert!(!enabled.holds("sink:old#1/4"));
         assert!(enabled.holds("my-consumer"));
         assert!(Holders::Every.holds("sink:old"));
     }

@@ -27,9 +27,9 @@ use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgExecutor, PgPool, Postgres, Row as _, Transaction};
 use time::OffsetDateTime;
 
-use crate::internal::cursor::LAG_CAP;
+use crate::internal::cursor::{LAG_CAP, lane_name};
 use crate::internal::seal::SealKey;
-use crate::{Error, Result};
+use crate::{Error, Lane, Result};
 
 pub mod attempts;
 pub mod secrets;
@@ -74,6 +74,8 @@ pub struct NewWebhook {
     pub metadata: serde_json::Value,
     /// The signing secret; generated when `None`.
     pub secret: Option<Secret>,
+    /// Ordered lanes, 1 to 256 (SPEC §7.7); one when `None`.
+    pub lanes: Option<u32>,
 }
 
 /// A change to a subscription; `None` leaves a field as it is.
@@ -93,6 +95,8 @@ pub struct Patch {
     pub enabled: Option<bool>,
     /// With `enabled: true`: resume from the head instead of the cursor.
     pub resume_now: bool,
+    /// A new number of ordered lanes: the new lanes start at the slowest old lane's cursor.
+    pub lanes: Option<u32>,
 }
 
 /// A subscription's row (never its secrets or header values).
@@ -118,7 +122,9 @@ pub struct Webhook {
     pub disabled_reason: Option<String>,
     /// Since when every attempt failed, while they do.
     pub failing_since: Option<OffsetDateTime>,
-    /// Its cursor: how far it delivered.
+    /// How many ordered lanes it delivers in (SPEC §7.7).
+    pub lanes: u32,
+    /// Its cursor (the slowest lane's): how far it delivered everything.
     pub position: Position,
     /// Whether retention deleted rows after its cursor (while it was disabled): events it
     /// will never receive.
@@ -151,17 +157,24 @@ impl Overview {
 /// A subscription's columns, named as [`from_row`] reads them: the row, its cursor (the
 /// start when it has none yet) and whether retention pruned past it.
 const COLUMNS: &str = "w.id, w.tenant_id, w.url, w.types, w.description, w.header_names, w.metadata, w.enabled, \
-     w.disabled_reason, w.failing_since, w.created_at, w.updated_at, \
+     w.disabled_reason, w.failing_since, w.created_at, w.updated_at, w.lanes, \
      COALESCE(c.txid, '0'::xid8)::text::bigint AS txid, COALESCE(c.seq, 0) AS seq, \
      EXISTS (SELECT 1 FROM outbox_cursors p WHERE p.stream = 'retention' AND p.name = 'pruned' \
              AND (p.txid, p.seq) > (COALESCE(c.txid, '0'::xid8), COALESCE(c.seq, 0))) AS gap";
 
-const FROM: &str = "outbox_webhooks w LEFT JOIN outbox_cursors c ON c.stream = 'webhooks' AND c.name = w.id";
+/// The subscription and its slowest cursor: its own, or its slowest lane's (SPEC §7.7).
+const FROM: &str = "outbox_webhooks w LEFT JOIN LATERAL (
+        SELECT txid, seq FROM outbox_cursors
+        WHERE stream = 'webhooks' AND (name = w.id OR starts_with(name, w.id || '#'))
+        ORDER BY txid, seq LIMIT 1
+    ) c ON true";
 
-/// What [`overview`] and [`list`] add to [`FROM`]: the lag (`$1` is the cap) under the xmin
-/// rule, as `cursor::lag` counts it, the types matched as `Pattern::to_sql_like` writes
-/// them (`*` alone, or no type, matches all), and the newest attempt.
-const OVERVIEW_JOINS: &str = r"
+/// The lag of the subscription `w` after cursor `c` (`$1` is the cap) under the xmin rule,
+/// as `cursor::lag` counts it, with the types matched as `Pattern::to_sql_like` writes
+/// them (`*` alone, or no type, matches all), and `lane` a further condition on `o`.
+fn lag_join(lane: &str) -> String {
+    format!(
+        r"
     LEFT JOIN LATERAL (
         SELECT count(*) AS lag FROM (
             SELECT 1 FROM outbox o
@@ -172,12 +185,23 @@ const OVERVIEW_JOINS: &str = r"
                   SELECT 1 FROM unnest(w.types) t(pattern)
                   WHERE t.pattern ~ '^\*+$' OR o.topic LIKE replace(replace(replace(replace(
                       t.pattern, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%')))
+              {lane}
             LIMIT $1
         ) behind
-    ) l ON true
-    LEFT JOIN LATERAL (
-        SELECT * FROM outbox_webhook_attempts a WHERE a.webhook_id = w.id ORDER BY a.id DESC LIMIT 1
-    ) a ON true";
+    ) l ON true"
+    )
+}
+
+/// What [`overview`] and [`list`] add to [`FROM`]: the lag after the slowest cursor and
+/// the newest attempt.
+fn overview_joins() -> String {
+    format!(
+        "{} LEFT JOIN LATERAL (
+            SELECT * FROM outbox_webhook_attempts a WHERE a.webhook_id = w.id ORDER BY a.id DESC LIMIT 1
+        ) a ON true",
+        lag_join("")
+    )
+}
 
 /// A row of [`COLUMNS`], by column name.
 fn from_row(row: &PgRow) -> std::result::Result<Webhook, sqlx::Error> {
@@ -194,6 +218,7 @@ fn from_row(row: &PgRow) -> std::result::Result<Webhook, sqlx::Error> {
         enabled: row.try_get("enabled")?,
         disabled_reason: row.try_get("disabled_reason")?,
         failing_since: row.try_get("failing_since")?,
+        lanes: u32::try_from(row.try_get::<i32, _>("lanes")?).unwrap_or(1),
         position: Position::new(u64::try_from(txid).unwrap_or(0), u64::try_from(seq).unwrap_or(0)),
         gap: row.try_get("gap")?,
         created_at: row.try_get("created_at")?,
@@ -214,8 +239,9 @@ fn overview_from_row(row: PgRow) -> std::result::Result<Overview, sqlx::Error> {
 /// The statement of [`overview`] and [`list`], with `filter` (its binds from `$2`) and `tail`.
 pub fn overview_statement(filter: &str, tail: &str) -> String {
     format!(
-        "SELECT {COLUMNS}, l.lag, {} FROM {FROM} {OVERVIEW_JOINS} WHERE {filter} {tail}",
-        attempts::attempt_columns("a", "last_")
+        "SELECT {COLUMNS}, l.lag, {} FROM {FROM} {} WHERE {filter} {tail}",
+        attempts::attempt_columns("a", "last_"),
+        overview_joins()
     )
 }
 
@@ -248,8 +274,8 @@ pub async fn create(
     }
     let header_names: Vec<&String> = new.headers.keys().collect();
     sqlx::query(
-        "INSERT INTO outbox_webhooks (id, tenant_id, url, types, description, header_names, metadata, sealed, shard)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO outbox_webhooks (id, tenant_id, url, types, description, header_names, metadata, sealed, shard, lanes)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&id)
     .bind(tenant)
@@ -260,6 +286,7 @@ pub async fn create(
     .bind(&new.metadata)
     .bind(&sealed)
     .bind(shard_of(&id))
+    .bind(i32::try_from(new.lanes.unwrap_or(1)).unwrap_or(1))
     .execute(&mut *tx)
     .await?;
     start_at_head(&mut tx, &id).await?;
@@ -299,6 +326,50 @@ pub async fn overview<'e>(executor: impl PgExecutor<'e>, tenant: Option<&str>, i
         .fetch_optional(executor)
         .await?;
     Ok(row)
+}
+
+/// One ordered lane of a subscription (SPEC §7.7), as its detail shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneLag {
+    /// The lane's index, 0 to `lanes - 1`.
+    pub lane: u32,
+    /// Its cursor (the start when it has none yet).
+    pub position: Position,
+    /// Its events after its cursor, counted up to [`LAG_CAP`].
+    pub lag: u64,
+}
+
+/// Each lane of `webhook` with its cursor and lag, lane 0 first: one statement.
+pub async fn lane_lags<'e>(executor: impl PgExecutor<'e>, webhook: &Webhook) -> Result<Vec<LaneLag>> {
+    let names: Vec<String> = (0..webhook.lanes)
+        .filter_map(|index| Lane::new(index, webhook.lanes))
+        .map(|l| lane_name(&webhook.id, l))
+        .collect();
+    let statement = format!(
+        "SELECT (n.ordinality - 1)::int AS lane, COALESCE(c.txid, '0'::xid8)::text::bigint AS txid,
+                COALESCE(c.seq, 0) AS seq, l.lag
+         FROM outbox_webhooks w
+         CROSS JOIN unnest($2::text[]) WITH ORDINALITY n(name, ordinality)
+         LEFT JOIN outbox_cursors c ON c.stream = 'webhooks' AND c.name = n.name
+         {}
+         WHERE w.id = $4 ORDER BY n.ordinality",
+        lag_join("AND ($3 = 1 OR outbox_subject_lane(o.payload->>'subject', $3) = n.ordinality - 1)")
+    );
+    let rows: Vec<(i32, i64, i64, i64)> = sqlx::query_as(AssertSqlSafe(statement))
+        .bind(cap())
+        .bind(&names)
+        .bind(i32::try_from(webhook.lanes).unwrap_or(1))
+        .bind(&webhook.id)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(lane, txid, seq, lag)| LaneLag {
+            lane: u32::try_from(lane).unwrap_or(0),
+            position: Position::new(u64::try_from(txid).unwrap_or(0), u64::try_from(seq).unwrap_or(0)),
+            lag: u64::try_from(lag).unwrap_or(0),
+        })
+        .collect())
 }
 
 /// Up to `limit` of `tenant`'s subscriptions after id `after`, in id order (ids grow with
@@ -363,6 +434,7 @@ pub async fn update(
             enabled = COALESCE($8, enabled),
             disabled_reason = CASE WHEN $8 IS NULL THEN disabled_reason WHEN $8 THEN NULL ELSE 'manual' END,
             failing_since = CASE WHEN $8 THEN NULL ELSE failing_since END,
+            lanes = COALESCE($9, lanes),
             updated_at = compute_now()
          WHERE id = $1",
     )
@@ -374,6 +446,7 @@ pub async fn update(
     .bind(&patch.metadata)
     .bind(&resealed)
     .bind(patch.enabled)
+    .bind(patch.lanes.and_then(|lanes| i32::try_from(lanes).ok()))
     .execute(&mut *tx)
     .await?;
     if patch.enabled == Some(true) && patch.resume_now {
@@ -397,11 +470,7 @@ pub async fn delete(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<boo
     if deleted == 0 {
         return Ok(false);
     }
-    sqlx::query("DELETE FROM outbox_cursors WHERE stream = $1 AND name = $2")
-        .bind(CURSOR_STREAM)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    delete_cursors(&mut tx, id).await?;
     let sink = dead_letter_sink(id);
     sqlx::query("DELETE FROM outbox_dead_letters WHERE sink = $1").bind(&sink).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM outbox_sink_health WHERE sink = $1").bind(&sink).execute(&mut *tx).await?;
@@ -409,12 +478,28 @@ pub async fn delete(pool: &PgPool, tenant: Option<&str>, id: &str) -> Result<boo
     Ok(true)
 }
 
-/// Every enabled subscription's id and when it last changed, in id order: what a delivery
+/// An enabled subscription as a delivery process runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enabled {
+    /// Its id.
+    pub id: String,
+    /// When it last changed: its revision.
+    pub updated_at: OffsetDateTime,
+    /// How many ordered lanes it delivers in.
+    pub lanes: u32,
+}
+
+/// Every enabled subscription's id, revision and lanes, in id order: what a delivery
 /// process compares with the loops it runs.
-pub async fn enabled<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<(String, OffsetDateTime)>> {
-    Ok(sqlx::query_as("SELECT id, updated_at FROM outbox_webhooks WHERE enabled ORDER BY id")
-        .fetch_all(executor)
-        .await?)
+pub async fn enabled<'e>(executor: impl PgExecutor<'e>) -> Result<Vec<Enabled>> {
+    let rows: Vec<(String, OffsetDateTime, i32)> =
+        sqlx::query_as("SELECT id, updated_at, lanes FROM outbox_webhooks WHERE enabled ORDER BY id")
+            .fetch_all(executor)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, updated_at, lanes)| Enabled { id, updated_at, lanes: u32::try_from(lanes).unwrap_or(1) })
+        .collect())
 }
 
 /// When subscription `id` last changed, while it is enabled; `None` when it is disabled or
@@ -437,9 +522,21 @@ async fn lock_tenant(tx: &mut Transaction<'_, Postgres>, tenant: &str) -> Result
     Ok(())
 }
 
+/// Deletes subscription `id`'s cursors: its own and its lanes'.
+async fn delete_cursors(tx: &mut Transaction<'_, Postgres>, id: &str) -> Result<()> {
+    sqlx::query("DELETE FROM outbox_cursors WHERE stream = $1 AND (name = $2 OR starts_with(name, $2 || '#'))")
+        .bind(CURSOR_STREAM)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Puts subscription `id`'s cursor at the head: it delivers what commits from now on. An
-/// outbox that retention emptied has its head at the last row pruned, not before it.
+/// outbox that retention emptied has its head at the last row pruned, not before it. Its
+/// lanes' cursors go: each lane starts from this one (SPEC §7.7).
 async fn start_at_head(tx: &mut Transaction<'_, Postgres>, id: &str) -> Result<()> {
+    delete_cursors(tx, id).await?;
     let head = crate::read::head(&mut **tx).await?;
     let pruned = crate::internal::cursor::load(&mut **tx, crate::internal::retention::PRUNED_STREAM, "pruned").await?;
     let head = pruned.map_or(head, |pruned| pruned.max(head));

@@ -27,6 +27,7 @@ fn new_webhook(url: &str) -> NewWebhook {
         headers: BTreeMap::from([("Authorization".to_owned(), "Bearer receiver-token".to_owned())]),
         metadata: serde_json::json!({"team": "ops"}),
         secret: None,
+        lanes: None,
     }
 }
 

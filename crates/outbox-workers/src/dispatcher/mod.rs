@@ -27,10 +27,15 @@
 //! A lost lease never cuts a database call: the loop notices it at its next wait or
 //! delivery call, and a delivery in flight is dropped at once.
 
+mod balance;
+mod feed;
+mod lanes;
 mod runner;
 
+pub(crate) use balance::Balancer;
+pub(crate) use feed::Feed;
+pub(crate) use lanes::lane_lease;
 pub(crate) use runner::lease::SharedLease;
-#[cfg(feature = "webhook")]
 pub(crate) use runner::lease::keep_shared;
 
 use std::collections::HashSet;
@@ -38,8 +43,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::Pattern;
-use outbox_pg::MAX_LIMIT;
 use outbox_pg::sqlx::PgPool;
+use outbox_pg::{Lane, MAX_LANES, MAX_LIMIT, ReadRequest};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -99,6 +104,8 @@ pub struct SinkSpec {
     pub max_attempts: u32,
     /// Where its lease, cursor, dead letters and health are kept.
     pub names: ConsumerNames,
+    /// How many ordered lanes it delivers in, 1 to 256 (SPEC §7.7).
+    pub lanes: u32,
 }
 
 impl SinkSpec {
@@ -110,7 +117,7 @@ impl SinkSpec {
     /// Like [`SinkSpec::new`] for a sink that is already shared.
     pub fn shared(sink: Arc<dyn Sink>) -> SinkSpec {
         let names = ConsumerNames::sink(sink.id());
-        SinkSpec { sink, filter: SinkFilter::default(), batch: 100, max_attempts: 5, names }
+        SinkSpec { sink, filter: SinkFilter::default(), batch: 100, max_attempts: 5, names, lanes: 1 }
     }
 
     /// Only `tenant`'s events.
@@ -137,13 +144,25 @@ impl SinkSpec {
         self
     }
 
+    /// Delivers in `lanes` ordered lanes (SPEC §7.7): one loop per lane, each with its own
+    /// cursor, lease, backoff and dead letters, in `(txid, seq)` order per subject.
+    pub fn lanes(mut self, lanes: u32) -> SinkSpec {
+        self.lanes = lanes;
+        self
+    }
+
+    /// What reads its events: its tenant and types, every lane.
+    pub(crate) fn read_request(&self) -> ReadRequest {
+        ReadRequest { tenant_id: self.filter.tenant.clone(), patterns: self.filter.types.clone(), ..ReadRequest::all() }
+    }
+
     /// Keeps the lease, cursor, dead letters and health under `names`.
     pub fn names(mut self, names: ConsumerNames) -> SinkSpec {
         self.names = names;
         self
     }
 
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         let id = self.sink.id();
         crate::sink::check_id(id)?;
         if !(1..=MAX_LIMIT).contains(&self.batch) {
@@ -151,6 +170,14 @@ impl SinkSpec {
         }
         if self.max_attempts == 0 {
             return Err(Error::config(format!("sinks[{id}].max_attempts"), "must be at least 1"));
+        }
+        if !(1..=MAX_LANES).contains(&self.lanes) {
+            return Err(Error::config(format!("sinks[{id}].lanes"), format!("must be 1 to {MAX_LANES}")));
+        }
+        if self.lanes > 1
+            && let Some(why) = self.sink.one_lane()
+        {
+            return Err(Error::config(format!("sinks[{id}].lanes"), format!("must be 1: {why}")));
         }
         Ok(())
     }
@@ -226,11 +253,12 @@ pub(crate) fn spawn_loop(
     config: Arc<DispatcherConfig>,
     shutdown: watch::Receiver<bool>,
     shared: Option<SharedLease>,
+    lane: (Lane, Option<Arc<Feed>>),
 ) -> Result<(JoinHandle<()>, watch::Receiver<LocalState>)> {
     spec.check()?;
     let state = watch::Sender::new(LocalState::default());
     let receiver = state.subscribe();
-    let runner = runner::Runner::new(pool, spec, config, state, shutdown, shared);
+    let runner = runner::Runner::new(pool, spec, config, state, shutdown, shared, lane);
     Ok((tokio::spawn(runner.run()), receiver))
 }
 
@@ -238,7 +266,8 @@ pub(crate) fn spawn_loop(
 struct Running {
     sink: Arc<dyn Sink>,
     filter: SinkFilter,
-    state: watch::Sender<LocalState>,
+    /// Each lane's state, as the lane's loop here last left it.
+    states: Vec<watch::Sender<LocalState>>,
 }
 
 /// The running sink loops of one process.
@@ -274,10 +303,19 @@ impl Dispatcher {
             sinks: Vec::new(),
         };
         for spec in specs {
-            let state = watch::Sender::new(LocalState::default());
-            let runner = runner::Runner::new(pool.clone(), &spec, config.clone(), state.clone(), signal.clone(), None);
-            dispatcher.tasks.get_mut().push(tokio::spawn(runner.run()));
-            dispatcher.sinks.push(Running { sink: spec.sink, filter: spec.filter, state });
+            let states: Vec<_> = (0..spec.lanes).map(|_| watch::Sender::new(LocalState::default())).collect();
+            let task = if spec.lanes == 1 {
+                let lane = (Lane { index: 0, of: 1 }, None);
+                let state = states[0].clone();
+                let runner =
+                    runner::Runner::new(pool.clone(), &spec, config.clone(), state, signal.clone(), None, lane);
+                tokio::spawn(runner.run())
+            } else {
+                let lanes = lanes::Lanes::new(pool.clone(), spec.clone(), config.clone(), states.clone());
+                tokio::spawn(lanes.run(signal.clone()))
+            };
+            dispatcher.tasks.get_mut().push(task);
+            dispatcher.sinks.push(Running { sink: spec.sink, filter: spec.filter, states });
         }
         Ok(dispatcher)
     }
@@ -292,23 +330,33 @@ impl Dispatcher {
         self.sinks.iter().map(|running| running.sink.id()).collect()
     }
 
-    /// What this process knows of sink `id`'s loop.
+    /// What this process knows of sink `id`'s loop; of a sink with lanes, its lanes' taken
+    /// together ([`LocalState::merged`]).
     pub fn local_state(&self, id: &str) -> Option<LocalState> {
-        self.find(id).ok().map(|running| running.state.borrow().clone())
+        let running = self.find(id).ok()?;
+        let states: Vec<LocalState> = running.states.iter().map(|state| state.borrow().clone()).collect();
+        Some(LocalState::merged(&states))
     }
 
-    /// Sink `id`'s local state as it changes: a receiver that wakes on every change, to
-    /// wait for a position or a state without polling.
+    /// What this process knows of each lane of sink `id`, lane 0 first.
+    pub fn lane_states(&self, id: &str) -> Option<Vec<LocalState>> {
+        let running = self.find(id).ok()?;
+        Some(running.states.iter().map(|state| state.borrow().clone()).collect())
+    }
+
+    /// Sink `id`'s local state (its lane 0's, for a sink with lanes) as it changes: a
+    /// receiver that wakes on every change, to wait for a position or a state without polling.
     pub fn watch(&self, id: &str) -> Option<watch::Receiver<LocalState>> {
-        self.find(id).ok().map(|running| running.state.subscribe())
+        self.find(id).ok().map(|running| running.states[0].subscribe())
     }
 
     /// The status of every sink (position, lag, state, last error, lease holder).
     pub async fn status(&self) -> Result<Vec<SinkStatus>> {
         let mut all = Vec::with_capacity(self.sinks.len());
         for running in &self.sinks {
-            let local = running.state.borrow().clone();
-            all.push(sink_status(&self.pool, running.sink.id(), &running.filter, Some(&local)).await?);
+            let local = self.local_state(running.sink.id());
+            let lanes = u32::try_from(running.states.len()).unwrap_or(1);
+            all.push(sink_status(&self.pool, running.sink.id(), &running.filter, lanes, local.as_ref()).await?);
         }
         Ok(all)
     }

@@ -14,18 +14,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outbox_core::{Event, Position};
+use outbox_pg::internal::cursor;
 use outbox_pg::internal::lease::Lease;
 use outbox_pg::internal::read::read_to_head;
 use outbox_pg::internal::sink_health;
 use outbox_pg::sqlx::PgPool;
 use outbox_pg::tail::Filter;
-use outbox_pg::{MAX_LIMIT, ReadPage, ReadRequest, read_page};
+use outbox_pg::{Lane, MAX_LIMIT, ReadPage, ReadRequest, read_page};
 use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use self::deliver::Suspect;
 use self::progress::Progress;
+use super::feed::Feed;
 use super::{DispatcherConfig, SinkFilter, SinkSpec};
 use crate::backoff::Backoff;
 use crate::state::{Activity, LocalState};
@@ -93,16 +95,21 @@ impl Failure {
 }
 
 /// Reads one sink's pages; independent of the runner, so a read can run beside a delivery.
-struct PageReader {
-    pool: PgPool,
-    request: ReadRequest,
+enum PageReader {
+    /// Its own reads.
+    Own { pool: PgPool, request: ReadRequest },
+    /// One lane's pages from the reads its process shares among the consumer's lanes.
+    Lane { feed: Arc<Feed>, lane: Lane, limit: usize },
 }
 
 impl PageReader {
     /// Reads one page after `after`; a tenant's page that reaches the end also passes the
     /// other tenants' rows up to the head ([`read_to_head`]).
     async fn read(&self, after: Option<Position>) -> Result<ReadPage, outbox_pg::Error> {
-        read_to_head(&self.pool, &self.request.clone().after(after)).await
+        match self {
+            PageReader::Own { pool, request } => read_to_head(pool, &request.clone().after(after)).await,
+            PageReader::Lane { feed, lane, limit } => feed.page(*lane, after, *limit).await,
+        }
     }
 }
 
@@ -152,6 +159,12 @@ pub(super) struct Runner {
     not_before: Option<OffsetDateTime>,
     /// The lease a keeper holds for this loop, when it does not take its own.
     shared: Option<lease::SharedLease>,
+    /// The lane this loop delivers (lane 0 of 1: every event).
+    lane: Lane,
+    /// With lanes: where its pages come from, shared with the consumer's other lanes here.
+    feed: Option<Arc<Feed>>,
+    /// The consumer's cursor name, whose lanes' cursors this loop's is one of.
+    consumer_cursor: String,
 }
 
 impl Runner {
@@ -162,6 +175,7 @@ impl Runner {
         state: watch::Sender<LocalState>,
         shutdown: watch::Receiver<bool>,
         shared: Option<lease::SharedLease>,
+        (lane, feed): (Lane, Option<Arc<Feed>>),
     ) -> Runner {
         Runner {
             pool,
@@ -176,10 +190,13 @@ impl Runner {
             raise_lost: Arc::new(watch::Sender::new(false)),
             lease_name: spec.names.lease.clone(),
             cursor_stream: spec.names.cursor_stream.clone(),
-            cursor_name: spec.names.cursor_name.clone(),
+            cursor_name: cursor::lane_name(&spec.names.cursor_name, lane),
             records: spec.names.records.clone(),
             not_before: None,
             shared,
+            lane,
+            feed,
+            consumer_cursor: spec.names.cursor_name.clone(),
         }
     }
 
@@ -336,11 +353,15 @@ impl Runner {
 
     /// What reads this sink's pages of up to `limit` events.
     fn reader(&self, limit: usize) -> PageReader {
-        PageReader { pool: self.pool.clone(), request: self.request(None, limit) }
+        match &self.feed {
+            Some(feed) => PageReader::Lane { feed: feed.clone(), lane: self.lane, limit },
+            None => PageReader::Own { pool: self.pool.clone(), request: self.request(None, limit) },
+        }
     }
 
     fn request(&self, after: Option<Position>, limit: usize) -> ReadRequest {
         ReadRequest { tenant_id: self.filter.tenant.clone(), patterns: self.filter.types.clone(), ..ReadRequest::all() }
+            .lane((self.lane.of > 1).then_some(self.lane))
             .after(after)
             .limit(limit)
     }
@@ -447,7 +468,7 @@ impl Runner {
 }
 
 /// Resolves once `flag` turns true; never when its sender is gone without raising it.
-async fn raised(mut flag: watch::Receiver<bool>) {
+pub(super) async fn raised(mut flag: watch::Receiver<bool>) {
     if flag.wait_for(|raised| *raised).await.is_err() {
         std::future::pending::<()>().await;
     }

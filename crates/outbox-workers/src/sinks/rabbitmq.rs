@@ -349,6 +349,10 @@ impl Sink for RabbitmqSink {
         Box::pin(self.publish_numbered(batch, first))
     }
 
+    fn one_lane(&self) -> Option<&'static str> {
+        Some("a rabbitmq sink's publishing ids number all of its events in one sequence")
+    }
+
     /// Connects, creates the stream when absent and declares the named producer; a delivery
     /// that starts meanwhile waits for this.
     fn prepare(&self) -> BoxFuture<'_, std::result::Result<(), SinkError>> {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use outbox_core::Pattern;
-use outbox_pg::internal::lease::{self, Lease};
-use outbox_pg::internal::webhook::{self as store, CURSOR_STREAM};
+use outbox_pg::Lane;
+use outbox_pg::internal::cursor::lane_name;
+use outbox_pg::internal::webhook::{self as store, CURSOR_STREAM, Enabled};
 use outbox_pg::sqlx::PgPool;
 use time::OffsetDateTime;
 use tokio::sync::{Notify, watch};
@@ -16,31 +17,30 @@ use tokio::task::JoinHandle;
 use super::WebhookDeliveryConfig;
 use super::client::WebhookClient;
 use super::sink::SubscriptionSink;
-use crate::dispatcher::{SharedLease, keep_shared, spawn_loop};
+use crate::dispatcher::{Balancer, Feed, spawn_loop};
 use crate::{ConsumerNames, DispatcherConfig, Error, Result, SinkSpec};
 
 /// Events a subscription's loop takes per step, each still POSTed alone: the attempts and
 /// the cursor are recorded once per step.
 const DELIVERY_BATCH: usize = 100;
 
-/// One subscription's loop.
+/// One loop: a subscription's, or one lane's of it.
 struct Loop {
+    id: String,
     shard: i32,
     updated_at: OffsetDateTime,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
-/// A shard this process holds: the lease its keeper renews and publishes to the loops.
-struct Held {
-    lease: Lease,
-    published: SharedLease,
-    keeper: JoinHandle<()>,
-}
-
 /// The name of shard `shard`'s lease.
 fn shard_lease(shard: i32) -> String {
     format!("{SHARD_PREFIX}{shard}")
+}
+
+/// Every shard's lease name, in shard order.
+fn shard_leases() -> Vec<String> {
+    (0..store::SHARDS as i32).map(shard_lease).collect()
 }
 
 /// The prefix of the shards' leases.
@@ -56,9 +56,12 @@ pub(super) struct Supervisor {
     config: WebhookDeliveryConfig,
     dispatcher: Arc<DispatcherConfig>,
     client: WebhookClient,
-    held: HashMap<i32, Held>,
-    member: Option<Held>,
+    /// The shards held here.
+    shards: Balancer,
+    /// The loops, by lane: a subscription's id, or its lane's cursor name (`<id>#<lane>/<lanes>`).
     running: HashMap<String, Loop>,
+    /// The reads each subscription's lanes here share, by id, for the revision they run.
+    feeds: HashMap<String, (OffsetDateTime, Arc<Feed>)>,
     /// Raised by a loop's sink that found its subscription changed.
     changed: Arc<Notify>,
     /// The subscriptions whose loops run, published after every change.
@@ -72,14 +75,15 @@ impl Supervisor {
         client: WebhookClient,
         delivering: watch::Sender<BTreeSet<String>>,
     ) -> Supervisor {
+        let dispatcher = Arc::new(config.dispatcher.clone());
         Supervisor {
+            shards: Balancer::new(pool.clone(), dispatcher.clone(), MEMBER_PREFIX.to_owned()),
             pool,
-            dispatcher: Arc::new(config.dispatcher.clone()),
+            dispatcher,
             config,
             client,
-            held: HashMap::new(),
-            member: None,
             running: HashMap::new(),
+            feeds: HashMap::new(),
             changed: Arc::new(Notify::new()),
             delivering,
         }
@@ -107,84 +111,51 @@ impl Supervisor {
         }
         let running: Vec<String> = self.running.keys().cloned().collect();
         self.stop(running).await;
-        self.running.clear();
-        let shards: Vec<i32> = self.held.keys().copied().collect();
-        for shard in shards {
-            self.release(shard).await;
-        }
-        if let Some(member) = self.member.take() {
-            member.keeper.abort();
-            let _ = lease::release(&self.pool, &member.lease).await;
-        }
+        self.shards.release_all().await;
     }
 
-    /// Takes free shards up to this process's fair share (the shards divided by the
-    /// processes taking part, rounded up) and gives back what it holds above it, so that
-    /// processes split the shards and a dead one's are taken over once its leases expire.
+    /// Takes free shards up to this process's fair share and gives back what it holds above
+    /// it ([`Balancer`]), so that processes split the shards and a dead one's are taken over
+    /// once its leases expire.
     async fn balance(&mut self) -> Result<()> {
-        let holder = self.dispatcher.holder.clone();
-        if self.member.as_ref().is_none_or(|member| member.published.borrow().is_none()) {
-            self.member = self.take(&format!("{MEMBER_PREFIX}{holder}")).await?;
+        let set = shard_leases();
+        let fair = self.shards.fair_share(set.len()).await?;
+        for name in self.shards.above_share(&set, fair) {
+            let loops = self.loops_of(&name);
+            self.stop(loops).await;
+            self.shards.release(&name).await;
         }
-        let members = lease::live_holders(&self.pool, MEMBER_PREFIX).await?.len().max(1);
-        let fair = store::SHARDS.div_ceil(u32::try_from(members).unwrap_or(u32::MAX)) as usize;
-        while self.held.len() > fair {
-            let Some(&shard) = self.held.keys().max() else { break };
-            self.release(shard).await;
-        }
-        for shard in 0..store::SHARDS as i32 {
-            if self.held.len() >= fair {
-                break;
-            }
-            if self.held.contains_key(&shard) {
-                continue;
-            }
-            if let Some(held) = self.take(&shard_lease(shard)).await? {
-                tracing::info!(shard, holder = %holder, "webhook shard taken");
-                self.held.insert(shard, held);
-            }
+        for name in self.shards.take_share(&set, fair).await? {
+            tracing::info!(shard = %name, holder = %self.dispatcher.holder, "webhook shard taken");
         }
         Ok(())
     }
 
-    /// Takes lease `name` when it is free, with a keeper renewing it.
-    async fn take(&self, name: &str) -> Result<Option<Held>> {
-        let (holder, ttl, every) = (&self.dispatcher.holder, self.dispatcher.lease_ttl, self.dispatcher.lease_renew);
-        let Some(lease) = lease::acquire(&self.pool, name, holder, ttl).await? else { return Ok(None) };
-        let (publish, published) = watch::channel(Some(lease.clone()));
-        let keeper = tokio::spawn(keep_shared(self.pool.clone(), lease.clone(), ttl, every, publish));
-        Ok(Some(Held { lease, published, keeper }))
+    /// The loops of the shard whose lease is `name`.
+    fn loops_of(&self, name: &str) -> Vec<String> {
+        self.running
+            .iter()
+            .filter(|(_, running)| shard_lease(running.shard) == name)
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// Stops the loops of shards whose lease was lost.
     async fn forget_lost_shards(&mut self) {
-        let lost: Vec<i32> =
-            self.held.iter().filter(|(_, held)| held.published.borrow().is_none()).map(|(shard, _)| *shard).collect();
-        for shard in lost {
-            tracing::warn!(shard, "webhook shard lost");
-            self.held.remove(&shard);
-            let loops: Vec<String> =
-                self.running.iter().filter(|(_, running)| running.shard == shard).map(|(id, _)| id.clone()).collect();
+        for name in self.shards.forget_lost() {
+            tracing::warn!(shard = %name, "webhook shard lost");
+            let loops = self.loops_of(&name);
             self.stop(loops).await;
         }
     }
 
-    /// Stops shard `shard`'s loops and gives its lease back.
-    async fn release(&mut self, shard: i32) {
-        let loops: Vec<String> =
-            self.running.iter().filter(|(_, running)| running.shard == shard).map(|(id, _)| id.clone()).collect();
-        self.stop(loops).await;
-        if let Some(held) = self.held.remove(&shard) {
-            held.keeper.abort();
-            if let Err(error) = lease::release(&self.pool, &held.lease).await {
-                tracing::warn!(shard, %error, "releasing a webhook shard failed; it will expire");
-            }
-        }
+    fn holds(&self, shard: i32) -> bool {
+        self.shards.held(&shard_lease(shard)).is_some()
     }
 
-    /// Stops the loops of `ids` gracefully, all at once, and waits for them.
-    async fn stop(&mut self, ids: Vec<String>) {
-        let stopping: Vec<Loop> = ids.iter().filter_map(|id| self.running.remove(id)).collect();
+    /// Stops the loops of `keys` gracefully, all at once, and waits for them.
+    async fn stop(&mut self, keys: Vec<String>) {
+        let stopping: Vec<Loop> = keys.iter().filter_map(|key| self.running.remove(key)).collect();
         for running in &stopping {
             let _ = running.stop.send(true);
         }
@@ -195,37 +166,50 @@ impl Supervisor {
     }
 
     /// Stops the loops of subscriptions gone, disabled, changed or in a shard not held here;
-    /// starts the missing ones of the shards held here.
-    async fn reconcile(&mut self, enabled: Vec<(String, OffsetDateTime)>) {
-        let wanted: HashMap<String, OffsetDateTime> =
-            enabled.into_iter().filter(|(id, _)| self.held.contains_key(&store::shard_of(id))).collect();
-        let stale: Vec<String> = self
-            .running
-            .iter()
-            .filter(|(id, running)| wanted.get(*id) != Some(&running.updated_at) || running.task.is_finished())
-            .map(|(id, _)| id.clone())
-            .collect();
-        self.stop(stale).await;
-        for id in wanted.into_keys() {
-            if self.running.contains_key(&id) {
-                continue;
-            }
-            match self.spawn(&id).await {
-                Ok(Some(running)) => {
-                    self.running.insert(id, running);
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(webhook = %id, %error, "starting a webhook subscription failed; trying again")
+    /// starts the missing ones of the shards held here: one per lane of each subscription,
+    /// each lane placed on a shard by its cursor name like a subscription by its id.
+    async fn reconcile(&mut self, enabled: Vec<Enabled>) {
+        let mut wanted: HashMap<String, (Lane, &Enabled)> = HashMap::new();
+        for subscription in &enabled {
+            for lane in (0..subscription.lanes).filter_map(|index| Lane::new(index, subscription.lanes)) {
+                let key = lane_name(&subscription.id, lane);
+                if self.holds(store::shard_of(&key)) {
+                    wanted.insert(key, (lane, subscription));
                 }
             }
         }
+        let stale: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(key, running)| {
+                wanted.get(*key).map(|(_, wanted)| wanted.updated_at) != Some(running.updated_at)
+                    || running.task.is_finished()
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        self.stop(stale).await;
+        for (key, (lane, subscription)) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            match self.spawn(&subscription.id, lane, store::shard_of(&key)).await {
+                Ok(Some(running)) => {
+                    self.running.insert(key, running);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(webhook = %subscription.id, %error, "starting a webhook subscription failed; trying again")
+                }
+            }
+        }
+        let ids: BTreeSet<&String> = self.running.values().map(|running| &running.id).collect();
+        self.feeds.retain(|id, _| ids.contains(id));
         self.publish_delivering();
     }
 
     /// Publishes which subscriptions have a loop here ([`super::WebhookDeliveries::delivering`]).
     fn publish_delivering(&self) {
-        let running: BTreeSet<String> = self.running.keys().cloned().collect();
+        let running: BTreeSet<String> = self.running.values().map(|running| running.id.clone()).collect();
         self.delivering.send_if_modified(|published| {
             let changed = *published != running;
             *published = running;
@@ -233,12 +217,16 @@ impl Supervisor {
         });
     }
 
-    /// Starts subscription `id`'s loop, when its shard is held here and it still exists:
-    /// under the revision read here, with the secrets read after it.
-    async fn spawn(&self, id: &str) -> Result<Option<Loop>> {
-        let shard = store::shard_of(id);
-        let Some(held) = self.held.get(&shard) else { return Ok(None) };
+    /// Starts the loop of subscription `id`'s `lane`, when its shard is held here and the
+    /// subscription still exists: under the revision read here, with the secrets read after it.
+    async fn spawn(&mut self, id: &str, lane: Lane, shard: i32) -> Result<Option<Loop>> {
+        let Some(published) = self.shards.held(&shard_lease(shard)).map(|held| held.published.clone()) else {
+            return Ok(None);
+        };
         let Some(webhook) = store::get(&self.pool, None, id).await? else { return Ok(None) };
+        if webhook.lanes != lane.of {
+            return Ok(None);
+        }
         let Some(keys) = store::keys(&self.pool, &self.client.seal_key, id).await? else { return Ok(None) };
         let types = webhook.types.iter().map(|text| Pattern::parse(text)).collect::<std::result::Result<Vec<_>, _>>();
         let types = types.map_err(|error| Error::config(format!("webhooks[{id}].types"), error.to_string()))?;
@@ -254,11 +242,25 @@ impl Supervisor {
             .types(types)
             .batch(DELIVERY_BATCH)
             .max_attempts(self.config.max_attempts)
+            .lanes(lane.of)
             .names(names);
+        let feed = (lane.of > 1).then(|| self.feed(id, webhook.updated_at, &spec));
         let (stop, signal) = watch::channel(false);
         let (task, _state) =
-            spawn_loop(self.pool.clone(), &spec, self.dispatcher.clone(), signal, Some(held.published.clone()))?;
-        Ok(Some(Loop { shard, updated_at: webhook.updated_at, stop, task }))
+            spawn_loop(self.pool.clone(), &spec, self.dispatcher.clone(), signal, Some(published), (lane, feed))?;
+        Ok(Some(Loop { id: id.to_owned(), shard, updated_at: webhook.updated_at, stop, task }))
+    }
+
+    /// The reads subscription `id`'s lanes of revision `updated_at` share here.
+    fn feed(&mut self, id: &str, updated_at: OffsetDateTime, spec: &SinkSpec) -> Arc<Feed> {
+        match self.feeds.get(id) {
+            Some((revision, feed)) if *revision == updated_at => feed.clone(),
+            _ => {
+                let feed = Arc::new(Feed::new(self.pool.clone(), spec.read_request()));
+                self.feeds.insert(id.to_owned(), (updated_at, feed.clone()));
+                feed
+            }
+        }
     }
 }
 
@@ -268,9 +270,6 @@ impl Drop for Supervisor {
     fn drop(&mut self) {
         for running in self.running.values() {
             running.task.abort();
-        }
-        for held in self.held.values().chain(self.member.as_ref()) {
-            held.keeper.abort();
         }
     }
 }

@@ -285,7 +285,7 @@ async fn a_failing_sink_reports_backing_off_with_its_last_error_and_recovers() {
     assert!(shown["backingOffUntil"].as_str().unwrap().ends_with('Z'));
 
     // Any process sees the same, from what the lease holder reported.
-    let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), None).await.unwrap();
+    let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), 1, None).await.unwrap();
     assert_eq!(elsewhere.state, SinkState::BackingOff);
     assert_eq!(elsewhere.last_error.as_deref(), Some("connection refused"));
     assert_eq!(elsewhere.lease_holder.as_deref(), Some(dispatcher.holder()));
@@ -296,11 +296,11 @@ async fn a_failing_sink_reports_backing_off_with_its_last_error_and_recovers() {
     wait_for("recovery", || async { cursor_of(&db.pool, "flaky").await == Some(last) }).await;
     assert_eq!(sink.delivered(), events);
     wait_for("the recovery to be reported", || async {
-        let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), None).await.unwrap();
+        let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), 1, None).await.unwrap();
         elsewhere.state == SinkState::Idle && elsewhere.backing_off_until.is_none()
     })
     .await;
-    let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), None).await.unwrap();
+    let elsewhere = sink_status(&db.pool, "flaky", &SinkFilter::default(), 1, None).await.unwrap();
     assert_eq!(elsewhere.last_error.as_deref(), Some("connection refused"), "the last error stays");
     dispatcher.shutdown().await;
 }

@@ -16,7 +16,7 @@ use crate::support::{db, numbered, publish_and_read};
 fn config(sinks: &[&str]) -> DoctorConfig {
     DoctorConfig {
         migrator: Migrator::new(),
-        sinks: sinks.iter().map(|id| (id.to_string(), SinkFilter::default())).collect(),
+        sinks: sinks.iter().map(|id| (id.to_string(), SinkFilter::default(), 1)).collect(),
         min_age: Duration::from_secs(3600),
         holders: Holders::Every,
         thresholds: Thresholds::default(),

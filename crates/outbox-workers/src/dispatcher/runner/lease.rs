@@ -122,6 +122,9 @@ impl Runner {
             }
         };
         self.lost = never_lost();
+        if let Some(feed) = &self.feed {
+            feed.leave(self.lane.index).await;
+        }
         if let Interruption::LeaseLost = end {
             tracing::warn!(sink = self.sink.id(), epoch = lease.epoch, "lease lost; the batch in flight was abandoned");
             self.update(|state| {

@@ -72,6 +72,9 @@ impl Runner {
         if progress.loaded {
             return Ok(());
         }
+        cursor::prepare_lanes(&self.pool, &self.cursor_stream, &self.consumer_cursor, self.lane.of)
+            .await
+            .map_err(Failure::database)?;
         let mark =
             cursor::load_mark(&self.pool, &self.cursor_stream, &self.cursor_name).await.map_err(Failure::database)?;
         let position = mark.map(|mark| mark.position);
