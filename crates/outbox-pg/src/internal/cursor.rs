@@ -68,6 +68,8 @@ pub enum Advance {
     Moved,
     /// The cursor already stood at or after the given position and stays there.
     AlreadyPast(Position),
+    /// The cursor was a lane's and is gone: see [`Saved::Replaced`].
+    Replaced,
 }
 
 /// What [`save`] did.
@@ -79,6 +81,16 @@ pub enum Saved {
     AlreadyPast(Position),
     /// The lease was no longer held: nothing was written.
     LeaseLost,
+    /// The cursor was a lane's (its name has a `#`) and is gone: the consumer's lanes were
+    /// laid out again for another count ([`prepare_lanes`]). Nothing was written; a lane's
+    /// cursor is only ever created by [`prepare_lanes`], so that a loop of the old layout
+    /// finishing a save cannot bring back a cursor that holds retention back.
+    Replaced,
+}
+
+/// Whether `name` is a lane's cursor ([`lane_name`]).
+fn is_lane(name: &str) -> bool {
+    name.contains('#')
 }
 
 /// The cursor `(stream, name)`, or `None` when it was never saved.
@@ -120,7 +132,8 @@ pub async fn advance_numbered(
 ) -> Result<Advance> {
     let moved: Option<(Xid8, i64)> = sqlx::query_as(
         "INSERT INTO outbox_cursors AS c (stream, name, txid, seq, ordinal, updated_at)
-         VALUES ($1, $2, $3, $4, coalesce($5, 0), compute_now())
+         SELECT $1, $2, $3, $4, coalesce($5, 0), compute_now()
+         WHERE strpos($2, '#') = 0 OR EXISTS (SELECT 1 FROM outbox_cursors WHERE stream = $1 AND name = $2)
          ON CONFLICT (stream, name) DO UPDATE
             SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at,
                 ordinal = coalesce($5, c.ordinal)
@@ -137,8 +150,10 @@ pub async fn advance_numbered(
     if moved.is_some() {
         return Ok(Advance::Moved);
     }
-    let stored = load(&mut **fenced, stream, name).await?.unwrap_or(to);
-    Ok(Advance::AlreadyPast(stored))
+    Ok(match load(&mut **fenced, stream, name).await? {
+        None if is_lane(name) => Advance::Replaced,
+        stored => Advance::AlreadyPast(stored.unwrap_or(to)),
+    })
 }
 
 /// Whether a cursor save's commit waits for its WAL record to reach disk.
@@ -155,7 +170,7 @@ pub enum Durability {
 /// The statement of [`save`]: the fence, the forward-only upsert and the stored position, in one.
 /// Binds: `$1..$3` the lease (name, holder, epoch), `$4` stream, `$5` name, `$6` txid, `$7` seq,
 /// `$8` the `synchronous_commit` of this transaction (`NULL`: unchanged), `$9` the ordinal
-/// (`NULL`: unchanged).
+/// (`NULL`: unchanged). A lane's cursor (a name with `#`) is moved, never created.
 ///
 /// The fence's `FOR SHARE` row lock holds until the statement's own commit, so the lease
 /// cannot change hands between the check and the write. The last two columns read the row as
@@ -168,6 +183,7 @@ pub const SAVE_STATEMENT: &str = "WITH fence AS (
     ), moved AS (
         INSERT INTO outbox_cursors AS c (stream, name, txid, seq, ordinal, updated_at)
         SELECT $4, $5, $6, $7, coalesce($9::bigint, 0), compute_now() FROM fence
+        WHERE strpos($5, '#') = 0 OR EXISTS (SELECT 1 FROM outbox_cursors WHERE stream = $4 AND name = $5)
         ON CONFLICT (stream, name) DO UPDATE
            SET txid = EXCLUDED.txid, seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at,
                ordinal = coalesce($9::bigint, c.ordinal)
@@ -218,6 +234,7 @@ pub async fn save_numbered<'e>(
     Ok(match (held, moved, txid.zip(seq)) {
         (false, _, _) => Saved::LeaseLost,
         (true, true, _) => Saved::Moved,
+        (true, false, None) if is_lane(name) => Saved::Replaced,
         (true, false, stored) => Saved::AlreadyPast(stored.map_or(to, |(txid, seq)| position(txid, seq))),
     })
 }
@@ -278,6 +295,7 @@ pub async fn save_with_letter_numbered(
     Ok(match advance {
         Advance::Moved => Saved::Moved,
         Advance::AlreadyPast(stored) => Saved::AlreadyPast(stored),
+        Advance::Replaced => Saved::Replaced,
     })
 }
 

@@ -10,6 +10,7 @@ mod doctor;
 mod isolation;
 mod jsonl;
 mod kafka;
+mod lanes;
 mod lease_race;
 mod nats;
 mod numbering;

@@ -159,6 +159,12 @@ impl Runner {
                 self.update(|state| state.fenced_out += 1);
                 return Err(Step::Interrupted(Interruption::LeaseLost));
             }
+            Saved::Replaced => {
+                // The lanes were laid out for another count: this loop ends, and its owner
+                // starts the layout the configuration now asks for.
+                tracing::warn!(sink = self.sink.id(), cursor = %self.cursor_name, "the lane's cursor was replaced");
+                return Err(Step::Interrupted(Interruption::Reconfigured));
+            }
             Saved::Moved => {
                 progress.reach(to, ordinal);
                 to
