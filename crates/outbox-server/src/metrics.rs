@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use outbox_workers::SinkState;
+use outbox_workers::{SinkState, SinkStatus};
 
 use crate::state::AppState;
 
@@ -142,7 +142,32 @@ async fn sinks(state: &AppState, out: &mut Exposition) -> bool {
             out.sample(name, &[("sink", &status.id)], value(status));
         }
     }
+    lanes(&statuses, out);
     true
+}
+
+/// Each lane's lag of the sinks that have lanes (SPEC §7.7), and which lane is the slowest.
+fn lanes(statuses: &[SinkStatus], out: &mut Exposition) {
+    let laned: Vec<&SinkStatus> = statuses.iter().filter(|status| !status.lanes.is_empty()).collect();
+    if laned.is_empty() {
+        return;
+    }
+    out.family("outbox_sink_lane_lag", "gauge", "A lane's matching events behind the head (capped at 1000000).");
+    for status in &laned {
+        for lane in &status.lanes {
+            out.sample(
+                "outbox_sink_lane_lag",
+                &[("sink", &status.id), ("lane", &lane.lane.to_string())],
+                lane.lag as f64,
+            );
+        }
+    }
+    out.family("outbox_sink_slowest_lane", "gauge", "The lane whose cursor is furthest behind.");
+    for status in &laned {
+        if let Some(slowest) = status.slowest_lane {
+            out.sample("outbox_sink_slowest_lane", &[("sink", &status.id)], f64::from(slowest));
+        }
+    }
 }
 
 fn retention(state: &AppState, out: &mut Exposition) {

@@ -99,10 +99,11 @@ impl WebhookView {
         }
     }
 
-    /// The view with each lane's cursor and lag, and the slowest lane: the one furthest
-    /// behind, the lowest index among equals.
+    /// The view with each lane's cursor and lag, and the slowest lane: the one with the most
+    /// lag, the lowest index among equals (as a sink's status says it).
     pub(crate) fn with_lanes(mut self, lanes: Vec<LaneLag>) -> WebhookView {
-        self.slowest_lane = lanes.iter().min_by_key(|lane| (lane.position, lane.lane)).map(|lane| lane.lane);
+        let slowest = lanes.iter().max_by_key(|lane| (lane.lag, std::cmp::Reverse(lane.lane)));
+        self.slowest_lane = slowest.map(|lane| lane.lane);
         self.lane_lags = lanes
             .into_iter()
             .map(|lane| LaneView { lane: lane.lane, position: lane.position.dotted(), lag: lane.lag })

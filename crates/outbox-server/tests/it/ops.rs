@@ -218,3 +218,51 @@ async fn the_retention_role_prunes_and_counts() {
     assert_eq!(get(server.addr, "/readyz", None).await.status, 200);
     assert_eq!(get(server.addr, "/events", None).await.status, 404, "no http role");
 }
+
+/// A sink of four lanes (SPEC §7.7): `GET /sinks/{id}` and `/metrics` show each lane's lag
+/// and the slowest lane, and every lane's cursor reaches its last event.
+#[tokio::test]
+async fn a_laned_sink_shows_each_lanes_lag_and_the_slowest_lane() {
+    let db = database().await;
+    let path = std::env::temp_dir().join(format!("outbox-lanes-{}-{}.jsonl", std::process::id(), rand_suffix()));
+    let mut settings = config();
+    let sink = json!({"id": "archive", "kind": "jsonl", "path": path, "lanes": 4});
+    settings.sinks.push(serde_json::from_value(sink).expect("a jsonl sink"));
+    settings.validate().expect("the configuration");
+    let admin = token("acme", "admin", None);
+    let events = publish(&db.pool, 40).await;
+    let server = TestServer::start(&db, settings).await;
+
+    let status = || async { get(server.addr, "/sinks/archive", Some(&admin)).await.json() };
+    until("every lane caught up", Duration::from_secs(30), || async {
+        let status = status().await;
+        status["lanes"].as_array().is_some_and(|lanes| lanes.len() == 4 && lanes.iter().all(|l| l["lag"] == 0))
+    })
+    .await;
+    let status = status().await;
+    let lanes = status["lanes"].as_array().unwrap();
+    for (index, lane) in lanes.iter().enumerate() {
+        assert_eq!(lane["lane"], index);
+        let last = events.iter().rfind(|e| outbox_pg::subject_lane(&e.subject, 4) == Some(index as u32)).unwrap();
+        let at: Position = lane["position"].as_str().unwrap().parse().unwrap();
+        assert!(at >= last.sequence, "lane {index} at {at}, its last event at {}", last.sequence);
+    }
+    // The slowest lane has the most lag, the lowest index among equals: all level here.
+    let slowest = status["slowestLane"].as_u64().expect("the slowest lane") as usize;
+    assert_eq!(slowest, 0);
+
+    let samples = scrape(&server).await;
+    for lane in 0..4 {
+        let lane = lane.to_string();
+        assert_eq!(value(&samples, "outbox_sink_lane_lag", &[("sink", "archive"), ("lane", &lane)]), Some(0.0));
+    }
+    assert_eq!(value(&samples, "outbox_sink_slowest_lane", &[("sink", "archive")]), Some(slowest as f64));
+    let written = std::fs::read_to_string(&path).expect("the sink's file");
+    assert_eq!(written.lines().count(), 40, "every event once");
+    let _ = std::fs::remove_file(&path);
+}
+
+fn rand_suffix() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}

@@ -136,6 +136,12 @@ impl Sink for RedisSink {
     fn prepare(&self) -> BoxFuture<'_, std::result::Result<(), SinkError>> {
         Box::pin(async move { self.connection().await.map(drop) })
     }
+
+    /// Lanes would write a stream's entries out of position order, and Redis takes an entry
+    /// whose id is not above the stream's last for one already written: a loss.
+    fn one_lane(&self) -> Option<&'static str> {
+        Some("a redis sink's entry ids are positions, which must grow in every stream")
+    }
 }
 
 #[cfg(test)]

@@ -172,3 +172,28 @@ fn kafka_and_rabbitmq_mistakes_name_their_keys() {
     check(&format!("{rabbitmq}\nstream = \"\""), "sinks[x].stream");
     check(&format!("{rabbitmq}\ntopic = \"t\""), "sinks[x].topic: belongs to kind kafka");
 }
+
+#[track_caller]
+fn check_spec(table: &str, expect: &str) {
+    let file: File = toml::from_str(&format!("[[sinks]]\n{table}")).expect("a table");
+    let message = match build_spec(&file.sinks[0]) {
+        Ok(spec) => format!("ok {}", spec.lanes),
+        Err(error) => error.to_string(),
+    };
+    assert!(message.contains(expect), "{table}\n=> {message}\n(expected {expect:?})");
+}
+
+#[test]
+fn lanes_are_one_to_256_and_refused_by_sinks_whose_ids_must_grow() {
+    let webhook = "id = \"w\"\nkind = \"webhook\"\nurl = \"http://127.0.0.1:9/h\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"";
+    check_spec(webhook, "ok 1");
+    check_spec(&format!("{webhook}\nlanes = 16"), "ok 16");
+    check_spec(&format!("{webhook}\nlanes = 256"), "ok 256");
+    check_spec(&format!("{webhook}\nlanes = 0"), "sinks[w].lanes: must be 1 to 256");
+    check_spec(&format!("{webhook}\nlanes = 257"), "sinks[w].lanes: must be 1 to 256");
+    let redis = "id = \"r\"\nkind = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\nlanes = 4";
+    check_spec(redis, "sinks[r].lanes: must be 1: a redis sink's entry ids are positions");
+    let rabbit = "id = \"q\"\nkind = \"rabbitmq\"\nurl = \"rabbitmq-stream://guest:guest@127.0.0.1:5552/%2f\"\nstream = \"s\"\nlanes = 2";
+    check_spec(rabbit, "sinks[q].lanes: must be 1: a rabbitmq sink's publishing ids");
+    check_spec("id = \"j\"\nkind = \"jsonl\"\npath = \"/tmp/x.jsonl\"\nlanes = 8", "ok 8");
+}

@@ -284,10 +284,13 @@ async fn a_poison_event_holds_back_its_own_lane_only_and_is_dead_lettered() {
         events.iter().filter(|e| !in_poison_lane(e)).all(|e| received.contains(&e.id))
     })
     .await;
-    let poison_lane_ids: HashSet<&str> =
-        events.iter().filter(|e| in_poison_lane(e)).map(|e| e.id.as_str()).collect();
-    let arrived_in_lane: HashSet<String> =
-        receiver.requests().iter().map(|r| r.id().to_owned()).filter(|id| poison_lane_ids.contains(id.as_str())).collect();
+    let poison_lane_ids: HashSet<&str> = events.iter().filter(|e| in_poison_lane(e)).map(|e| e.id.as_str()).collect();
+    let arrived_in_lane: HashSet<String> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.id().to_owned())
+        .filter(|id| poison_lane_ids.contains(id.as_str()))
+        .collect();
     assert_eq!(arrived_in_lane, HashSet::from([events[0].id.clone()]), "its lane waits behind it, in order");
 
     // Refused for good: dead-lettered, and its lane goes on.
